@@ -1,0 +1,39 @@
+# The README's two promises: `make run` and `make test`, each setting up its own virtualenv.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: run test lint typecheck unit bench soak fuzz clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# Runtime dependencies only (what `make run` needs).
+$(VENV)/.runtime: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+# Runtime plus the dev extra (linters, test runners, client SDKs).
+$(VENV)/.dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(VENV)/.runtime $@
+
+run: $(VENV)/.runtime
+	$(BIN)/toolcall-proxy serve
+
+lint: $(VENV)/.dev
+	$(BIN)/ruff check proxy tests
+	$(BIN)/ruff format --check proxy tests
+
+typecheck: $(VENV)/.dev
+	$(BIN)/mypy
+
+unit: $(VENV)/.dev
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test: lint typecheck unit
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

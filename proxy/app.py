@@ -1,0 +1,332 @@
+"""The ASGI app: routing, lifespan, health, metrics, auth, passthrough and disconnects.
+
+Raw ASGI rather than a framework router: the chat route is the hot path, and every wrapper
+here is a plain function around `send` (never a buffering middleware on a stream).
+The app decides before it acts: which route, whether the body is acceptable and whether the
+caller is allowed are settled before any byte goes upstream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import os
+import uuid
+from typing import Any
+
+import httpx
+import orjson
+
+from proxy.asgi import (
+    ASGIApp,
+    ClientDisconnected,
+    Receive,
+    Scope,
+    Send,
+    header,
+    read_body,
+    send_bytes,
+    send_error,
+    send_json,
+)
+from proxy.chat_handler import ChatHandler, ChatRequest
+from proxy.config import SIMULATOR_MOUNT, Route, Settings
+from proxy.errors import AuthenticationError, ClientRequestError, ProxyError, RequestTooLarge
+from proxy.observability import LOGGER, Metrics, RequestLog
+from proxy.upstream import (
+    PROXY_KEY_HEADER,
+    client_response_headers,
+    iter_body,
+    make_upstream_client,
+    map_upstream_errors,
+    timeouts,
+    upstream_request_headers,
+    upstream_url,
+)
+
+_REQUEST_ID_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:")
+
+
+class ProxyApp:
+    def __init__(
+        self,
+        settings: Settings,
+        client: httpx.AsyncClient | None = None,
+        metrics: Metrics | None = None,
+    ):
+        self.settings = settings
+        self.metrics = metrics or Metrics()
+        self._own_client = client is None
+        self.client = client or make_upstream_client()
+        self.chat = ChatHandler(self.client, self.metrics)
+        self.ready = False
+        self.draining = False
+        self._simulator: ASGIApp | None = None
+        if settings.simulated:
+            from proxy.simulator import create_simulator_app
+
+            self._simulator = create_simulator_app()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                self.ready = True
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                self.ready = False
+                self.draining = True
+                if self._own_client:
+                    await self.client.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope["path"]
+        if path == "/healthz":
+            await send_json(send, 200, {"status": "ok"})
+            return
+        if path == "/readyz":
+            ok = self.ready and not self.draining
+            await send_json(send, 200 if ok else 503, {"status": "ready" if ok else "not ready"})
+            return
+        if path == "/metrics":
+            await send_bytes(
+                send,
+                200,
+                self.metrics.render(),
+                [(b"content-type", b"text/plain; version=0.0.4; charset=utf-8")],
+            )
+            return
+        if self._simulator is not None and path.startswith(SIMULATOR_MOUNT + "/"):
+            inner = dict(scope, path=path[len(SIMULATOR_MOUNT) :], raw_path=None)
+            await self._simulator(inner, receive, send)
+            return
+        request_id = _request_id(scope)
+        prefix, rest = self._split(path)
+        if rest is None:
+            await send_error(
+                send,
+                ClientRequestError(
+                    f"no route for {path}; the API is under /v1", code="not_found", status=404
+                ),
+                request_id,
+            )
+            return
+        try:
+            self._authorize(scope)
+        except ProxyError as exc:
+            await send_error(send, exc, request_id)
+            return
+        await self._serve(scope, receive, send, prefix, rest, request_id)
+
+    def _split(self, path: str) -> tuple[str, str | None]:
+        """`/v1/x` -> ("", "/x"); `/kimi/v1/x` -> ("/kimi", "/x") for a route prefix."""
+        if path == "/v1" or path.startswith("/v1/"):
+            return "", path[3:]
+        for prefix in self.settings.path_prefixes:
+            base = prefix + "/v1"
+            if path == base or path.startswith(base + "/"):
+                return prefix, path[len(base) :]
+        return "", None
+
+    def _authorize(self, scope: Scope) -> None:
+        keys = self.settings.proxy_keys
+        if not keys:
+            return
+        presented = header(scope, PROXY_KEY_HEADER.encode())
+        if presented is None:
+            auth = header(scope, b"authorization") or b""
+            presented = auth[7:].strip() if auth[:7].lower() == b"bearer " else None
+        if presented is None:
+            raise AuthenticationError(
+                "a proxy key is required (Authorization: Bearer or x-toolcall-proxy-key)"
+            )
+        ok = False
+        for key in keys:  # compare with every key, in constant time, whatever matches first
+            ok |= hmac.compare_digest(presented, key.encode())
+        if not ok:
+            raise AuthenticationError("the proxy key is not valid")
+
+    async def _serve(
+        self, scope: Scope, receive: Receive, send: Send, prefix: str, rest: str, request_id: str
+    ) -> None:
+        method: str = scope["method"]
+        log = RequestLog(request_id, "?", method, scope["path"])
+        status = 500
+        stream = False
+        try:
+            limit = self.settings.max_body_bytes
+            declared = header(scope, b"content-length")
+            if declared is not None and declared.isdigit() and int(declared) > limit:
+                raise RequestTooLarge(f"request body exceeds the limit of {limit} bytes")
+            raw = await read_body(receive, limit)
+            is_chat = method == "POST" and rest == "/chat/completions"
+            body = _parse_chat_body(raw) if is_chat else None
+            model = body.get("model") if body is not None else None
+            route = self.settings.route_for(prefix, model if isinstance(model, str) else None)
+            if route is None:
+                raise ClientRequestError(
+                    f"no route matches model {model!r}", code="model_not_found", status=404
+                )
+            log.fields["route"] = route.name
+            stream = body is not None and body.get("stream") is True
+            status = await self._until_disconnect(
+                self._forward(scope, send, route, rest, raw, body, request_id, log), receive, log
+            )
+        except ClientDisconnected:
+            status = 499
+        except ProxyError as exc:
+            status = exc.status
+            if exc.error_type == "upstream_error":
+                self.metrics.upstream_errors.labels(exc.code or "upstream").inc()
+            log.fields["error"] = exc.code
+            await send_error(send, exc, request_id)
+        finally:
+            duration = log.finish(status, stream=stream)
+            self.metrics.duration.observe(duration)
+            self.metrics.requests.labels(
+                log.fields["route"], str(status), str(stream).lower()
+            ).inc()
+
+    async def _forward(
+        self,
+        scope: Scope,
+        send: Send,
+        route: Route,
+        rest: str,
+        raw: bytes,
+        body: dict[str, Any] | None,
+        request_id: str,
+        log: RequestLog,
+    ) -> int:
+        strip_auth = (
+            bool(self.settings.proxy_keys) and header(scope, PROXY_KEY_HEADER.encode()) is None
+        )
+        headers = upstream_request_headers(
+            scope["headers"],
+            route,
+            request_id,
+            strip_authorization=strip_auth,
+            identity_encoding=body is not None,
+        )
+        url = upstream_url(route, rest, scope.get("query_string", b""))
+        if body is not None:
+            request = ChatRequest(route, url, headers, request_id, log)
+            return await self.chat.handle(request, send, raw, body)
+        return await self._passthrough(scope, send, route, url, headers, raw, log)
+
+    async def _passthrough(
+        self,
+        scope: Scope,
+        send: Send,
+        route: Route,
+        url: str,
+        headers: list[tuple[str, str]],
+        raw: bytes,
+        log: RequestLog,
+    ) -> int:
+        """SPEC §1: any other request under the base goes through unchanged."""
+        request = self.client.build_request(
+            scope["method"], url, headers=headers, content=raw or None, timeout=timeouts(route)
+        )
+        with map_upstream_errors(streaming_body=False):
+            response = await self.client.send(request, stream=True)
+        log.mark_first_byte()
+        try:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status_code,
+                    "headers": client_response_headers(response.headers, keep_length=True),
+                }
+            )
+            try:
+                async for chunk in iter_body(response, decoded=False):
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            except ProxyError as exc:
+                self.metrics.upstream_errors.labels(exc.code or "stream").inc()
+                log.fields["error"] = exc.code
+            await send({"type": "http.response.body", "body": b""})
+        finally:
+            await response.aclose()
+        return response.status_code
+
+    async def _until_disconnect(self, work: Any, receive: Receive, log: RequestLog) -> int:
+        """Run `work`, cancelling it (and so the upstream request) the moment the client leaves.
+
+        uvicorn does not fail `send()` after a disconnect, so only `receive()` tells us.
+        """
+        task = asyncio.current_task()
+        assert task is not None
+        left = False
+
+        async def watch() -> None:
+            nonlocal left
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    left = True
+                    task.cancel()
+                    return
+
+        watcher = asyncio.create_task(watch())
+        try:
+            return int(await work)
+        except asyncio.CancelledError:
+            if not left:
+                raise
+            task.uncancel()
+            log.fields["client_disconnected"] = True
+            return 499
+        finally:
+            watcher.cancel()
+
+
+def _parse_chat_body(raw: bytes) -> dict[str, Any]:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ClientRequestError(
+            f"request body is not valid JSON: {exc}", code="invalid_json"
+        ) from None
+    if not isinstance(body, dict):
+        raise ClientRequestError("request body must be a JSON object", code="invalid_body")
+    if not isinstance(body.get("messages"), list):
+        raise ClientRequestError("'messages' must be a list", code="invalid_messages")
+    return body
+
+
+def _request_id(scope: Scope) -> str:
+    given = header(scope, b"x-request-id")
+    if given:
+        text = given.decode("latin-1")
+        if len(text) <= 128 and set(text) <= _REQUEST_ID_OK:
+            return text
+    return "req_" + uuid.uuid4().hex
+
+
+def create_app(
+    settings: Settings, client: httpx.AsyncClient | None = None, metrics: Metrics | None = None
+) -> ProxyApp:
+    return ProxyApp(settings, client, metrics)
+
+
+def app_from_environment() -> ProxyApp:
+    """Factory for uvicorn workers: rebuilds the settings the parent process resolved."""
+    from proxy.cli import ARGV_ENV, settings_from_argv
+    from proxy.observability import configure_logging
+
+    settings = settings_from_argv(orjson.loads(os.environ.get(ARGV_ENV, "[]")))
+    configure_logging(settings.log_level)
+    return create_app(settings)
+
+
+__all__ = ["LOGGER", "ProxyApp", "create_app"]

@@ -1,0 +1,132 @@
+"""Client-id decisions for one upstream response (SPEC §2), shared by streams and messages.
+
+For each call, once its id may be decided, `decide()` says whether it reaches the client and
+under which id:
+1. a replay of an answered call (SPEC §5, checked first) is withheld;
+2. a second call with the same raw id and fingerprint in one choice is dropped;
+3. otherwise the call is delivered: its raw id is kept when the route's policy allows and it
+   collides with nothing, else a turn-scoped `call_{turn}_{idx}_{hex8}` is minted.
+`idx` is the call's position among the calls the client receives in its choice.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum, auto
+from typing import Protocol
+
+from proxy.chat.guard import GuardState, Replay
+from proxy.chat.history import HistoryFacts
+from proxy.chat.ids import (
+    REASON_COLLISION,
+    REASON_DUPLICATE,
+    REASON_POLICY,
+    canonical_arguments,
+    mint_client_id,
+    rejection_reason,
+)
+
+
+class CallLike(Protocol):
+    """A call as the decider sees it: its name and, once complete, its arguments."""
+
+    @property
+    def name(self) -> str: ...
+
+    def arguments_text(self) -> str: ...
+
+
+class Verdict(Enum):
+    DELIVER = auto()
+    DUPLICATE = auto()
+    REPLAY = auto()
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    verdict: Verdict
+    client_id: str = ""
+    index: int = -1
+    # Why the client id differs from the raw id (None: kept verbatim).
+    reason: str | None = None
+
+
+@dataclass(slots=True)
+class ChoiceIds:
+    """Per choice: the random suffix shared by its minted ids and what it delivered."""
+
+    hex8: str
+    delivered: int = 0
+    # raw id -> the calls delivered under it; their arguments are read when a later call
+    # with the same raw id is complete (they may still be streaming when delivered)
+    raw_calls: dict[str, list[CallLike]] = field(default_factory=dict)
+    replays: list[Replay] = field(default_factory=list)
+
+
+class ResponseIds:
+    """Decides client ids for every call of one upstream response."""
+
+    def __init__(
+        self,
+        facts: HistoryFacts,
+        policy: str,
+        guard: GuardState,
+        hex_source: Callable[[], str] = lambda: secrets.token_hex(4),
+    ):
+        self.facts = facts
+        self.policy = policy
+        self.guard = guard
+        self._hex_source = hex_source
+        self._choices: dict[int, ChoiceIds] = {}
+        self._response_ids: set[str] = set()  # client ids given out in this response
+        self._replays_seen: set[str] = set()
+
+    def choice(self, index: int) -> ChoiceIds:
+        ids = self._choices.get(index)
+        if ids is None:
+            ids = self._choices[index] = ChoiceIds(self._hex_source())
+        return ids
+
+    def needs_hold(self, ids: ChoiceIds, raw_id: str | None) -> bool:
+        """SPEC §4: only a possible replay or in-response duplicate waits for its arguments."""
+        if raw_id is None:
+            return False
+        return raw_id in ids.raw_calls or (self.guard.enabled and raw_id in self.facts.answered)
+
+    def decide(self, ids: ChoiceIds, raw_id: str | None, call: CallLike) -> Decision:
+        """Decide one call. When needs_hold() said so, its arguments must be complete."""
+        if raw_id is not None and self.needs_hold(ids, raw_id):
+            arguments = call.arguments_text()
+            key = (call.name, canonical_arguments(arguments))
+            if self.guard.enabled and self.facts.answered.get(raw_id) == key:
+                replay = Replay(raw_id, call.name, arguments)
+                ids.replays.append(replay)
+                self.guard.note_replay(replay, self._replays_seen)
+                return Decision(Verdict.REPLAY)
+            for earlier in ids.raw_calls.get(raw_id, ()):
+                if (earlier.name, canonical_arguments(earlier.arguments_text())) == key:
+                    return Decision(Verdict.DUPLICATE, reason=REASON_DUPLICATE)
+        index = ids.delivered
+        ids.delivered += 1
+        if raw_id is not None:
+            ids.raw_calls.setdefault(raw_id, []).append(call)
+        client_id, reason = self._client_id(ids, raw_id, index)
+        self._response_ids.add(client_id)
+        return Decision(Verdict.DELIVER, client_id, index, reason)
+
+    def _client_id(self, ids: ChoiceIds, raw_id: str | None, index: int) -> tuple[str, str | None]:
+        policy = self.policy
+        if raw_id is not None and policy != "always":
+            colliding = raw_id in self.facts.client_ids or raw_id in self._response_ids
+            if policy == "off":
+                return raw_id, None
+            if policy == "collisions" and not colliding:
+                return raw_id, None
+            reason = rejection_reason(raw_id) if policy == "auto" else None
+            if reason is None and not colliding:
+                return raw_id, None
+            return mint_client_id(self.facts.turn, index, ids.hex8), reason or REASON_COLLISION
+        reason = rejection_reason(raw_id) if raw_id is None else REASON_POLICY
+        return mint_client_id(self.facts.turn, index, ids.hex8), reason

@@ -1,0 +1,121 @@
+"""Replay guard (SPEC §5): what counts as a replay, when the breaker trips, follow-up requests.
+
+A *replay* is a call whose raw id equals the upstream id of an answered call in the history
+(as sent in this request) and whose fingerprint equals that call's. Only replays are answered
+by the proxy; a reused id with new arguments is a fresh call, and the same arguments under a
+new id are a legitimate re-run.
+
+State here lives for one client request (across its follow-up rounds) and no longer.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from proxy.chat.history import HistoryFacts
+from proxy.chat.ids import kimi_id, mint_client_id
+from proxy.errors import ReplayLoopDetected
+
+REPLAY_MESSAGE = (
+    'Duplicate tool call id "{raw_id}" was already handled: this call to "{name}" with the same '
+    "arguments was answered earlier in the conversation and was not executed again. Use the "
+    "earlier result. If you intended a new invocation, issue the call again with a fresh "
+    "tool-call id or different arguments."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    raw_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(slots=True)
+class GuardState:
+    """The breaker's memory for one client request."""
+
+    enabled: bool = True
+    max_followups: int = 2
+    followups_done: int = 0
+    # Raw ids the proxy answered synthetically, and the fresh upstream ids it gave them.
+    synthetic_ids: set[str] = field(default_factory=set)
+    first_replay: Replay | None = None
+
+    def note_replay(self, replay: Replay, seen_in_response: set[str]) -> None:
+        """Record a replay, raising ReplayLoopDetected when it is one too many (SPEC §5)."""
+        if self.first_replay is None:
+            self.first_replay = replay
+        if replay.raw_id in self.synthetic_ids:
+            self.trip("the proxy already answered this replay once")
+        if replay.raw_id in seen_in_response:
+            self.trip("the same replay appeared twice in one response")
+        seen_in_response.add(replay.raw_id)
+
+    def check_followup_allowed(self) -> None:
+        if self.followups_done >= self.max_followups:
+            self.trip(f"more than {self.max_followups} follow-up rounds")
+
+    def trip(self, reason: str) -> None:
+        first = self.first_replay
+        raise ReplayLoopDetected(
+            first.name if first else "?", first.raw_id if first else "?", reason
+        )
+
+
+def _fresh_upstream_id(facts: HistoryFacts, replay: Replay, position: int, used: set[str]) -> str:
+    """A new id in the route's dialect: strict upstreams reject an id repeated in one request."""
+    if facts.dialect == "kimi":
+        return kimi_id(replay.name, facts.tool_call_count + position)
+    while True:
+        if facts.dialect == "alnum9":
+            alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+            candidate = "".join(secrets.choice(alphabet) for _ in range(9))
+        else:
+            candidate = mint_client_id(facts.turn, position, secrets.token_hex(4))
+        if candidate not in used and candidate not in facts.answered:
+            return candidate
+
+
+def build_followup(
+    upstream_body: dict[str, Any],
+    facts: HistoryFacts,
+    guard: GuardState,
+    content: str,
+    replays: list[Replay],
+) -> tuple[dict[str, Any], HistoryFacts]:
+    """The previous upstream request + this round's assistant message + one synthetic answer
+    per replay. Returns the follow-up body and the facts that describe its history."""
+    guard.check_followup_allowed()
+    guard.followups_done += 1
+    used: set[str] = set()
+    tool_calls = []
+    tool_messages = []
+    answered = dict(facts.answered)
+    for position, replay in enumerate(replays):
+        fresh = _fresh_upstream_id(facts, replay, position, used)
+        used.add(fresh)
+        guard.synthetic_ids.update((replay.raw_id, fresh))
+        answered[fresh] = facts.answered.get(replay.raw_id) or (replay.name, replay.arguments)
+        tool_calls.append(
+            {
+                "id": fresh,
+                "type": "function",
+                "function": {"name": replay.name, "arguments": replay.arguments},
+            }
+        )
+        tool_messages.append(
+            {
+                "role": "tool",
+                "tool_call_id": fresh,
+                "content": REPLAY_MESSAGE.format(raw_id=replay.raw_id, name=replay.name),
+            }
+        )
+    assistant = {"role": "assistant", "content": content, "tool_calls": tool_calls}
+    body = {**upstream_body, "messages": [*upstream_body["messages"], assistant, *tool_messages]}
+    new_facts = replace(
+        facts, answered=answered, tool_call_count=facts.tool_call_count + len(replays)
+    )
+    return body, new_facts

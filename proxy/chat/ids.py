@@ -1,0 +1,129 @@
+"""Tool-call ids: which raw ids are native, how client ids are minted, and upstream dialects.
+
+SPEC §2: a raw id is *native* (kept verbatim) when it is 1-40 characters of `[A-Za-z0-9_-]`
+and not *counter-shaped* (an id that only numbers calls within one response and will come
+back next turn). Everything else is rewritten to `call_{turn}_{idx}_{hex8}`.
+SPEC §3: dialects turn client ids into what an upstream expects in its history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+import orjson
+
+_NATIVE_RE = re.compile(r"[A-Za-z0-9_-]{1,40}")
+# A "small number" is 1-4 digits: ids like these count calls and recur every turn.
+_COUNTER_RE = re.compile(
+    r"\d{1,4}"  # bare small number: 0, 17, 123
+    r"|[A-Za-z_]+[_-]\d{1,4}"  # call_0, tool_3, read_file_0, run_shell_command_1
+    r"|tool_\d{1,4}_[A-Za-z0-9_-]+"  # OpenRouter: tool_0_read_file
+)
+_ALNUM9_RE = re.compile(r"[A-Za-z0-9]{9}")
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+# Reasons a client id differs from the raw id (also metric labels).
+REASON_ABSENT = "absent"
+REASON_INVALID = "invalid"
+REASON_COUNTER = "counter_shaped"
+REASON_COLLISION = "colliding"
+REASON_DUPLICATE = "duplicate_in_response"
+REASON_POLICY = "policy_always"
+
+
+def normalize_raw_id(value: object) -> str | None:
+    """SPEC §2.3: numbers become decimal strings; missing, empty, "null" or odd types are absent."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if not isinstance(value, str):
+        return None
+    if not value.strip() or value == "null":
+        return None
+    return value
+
+
+def is_counter_shaped(raw_id: str) -> bool:
+    return _COUNTER_RE.fullmatch(raw_id) is not None
+
+
+def is_valid_client_id(raw_id: str) -> bool:
+    """Fits every known provider's rules: OpenAI's 40 characters, Anthropic's charset."""
+    return _NATIVE_RE.fullmatch(raw_id) is not None
+
+
+def is_native(raw_id: str) -> bool:
+    return is_valid_client_id(raw_id) and not is_counter_shaped(raw_id)
+
+
+def rejection_reason(raw_id: str | None) -> str | None:
+    """Why a raw id cannot be kept on its own merits (collisions are checked by the caller)."""
+    if raw_id is None:
+        return REASON_ABSENT
+    if not is_valid_client_id(raw_id):
+        return REASON_INVALID
+    if is_counter_shaped(raw_id):
+        return REASON_COUNTER
+    return None
+
+
+def mint_client_id(turn: int, idx: int, hex8: str) -> str:
+    """SPEC §2.2: `call_{turn}_{idx}_{hex8}`, unique across the history, at most 40 chars."""
+    return f"call_{turn}_{idx}_{hex8}"
+
+
+def kimi_id(name: str, counter: int) -> str:
+    return f"functions.{name}:{counter}"
+
+
+def _digest(*parts: str) -> bytes:
+    return hashlib.blake2b(
+        "\x00".join(parts).encode("utf-8", "surrogatepass"), digest_size=16
+    ).digest()
+
+
+def alnum9_id(client_id: str, salt: int = 0) -> str:
+    """Mistral's rule: exactly 9 of [A-Za-z0-9], derived deterministically from the client id."""
+    if salt == 0 and _ALNUM9_RE.fullmatch(client_id):
+        return client_id
+    number = int.from_bytes(_digest(client_id, str(salt)), "big")
+    chars = []
+    for _ in range(9):
+        number, rem = divmod(number, 62)
+        chars.append(_BASE62[rem])
+    return "".join(chars)
+
+
+def derived_unique_id(client_id: str, ordinal: int, salt: int = 0) -> str:
+    """A deterministic stand-in for a history id that repeats (passthrough repair, SPEC §3)."""
+    return "call_" + _digest(client_id, str(ordinal), str(salt)).hex()[:24]
+
+
+def canonical_arguments(arguments: Any) -> str:
+    """SPEC §0: keys sorted recursively, no insignificant whitespace, non-ASCII unescaped.
+
+    Strings that are not valid JSON compare as their raw text.
+    """
+    if isinstance(arguments, str):
+        try:
+            value = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            return arguments
+    else:
+        value = arguments
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        # orjson refuses integers beyond 64 bits; the stdlib gives the same canonical form.
+        import json
+
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def fingerprint(name: str, arguments: Any) -> tuple[str, str]:
+    return (name, canonical_arguments(arguments))

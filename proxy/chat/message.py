@@ -1,0 +1,153 @@
+"""Response direction, non-streaming: the same decisions as stream.py on a whole message.
+
+`choices[].message.tool_calls` get client ids by SPEC §2, arguments made strings ("{}" when
+empty), a missing `type` becomes "function", duplicates and replays are removed, and
+`finish_reason` is made truthful. A follow-up round's message is merged into the first
+round's (SPEC §5: one message, the first response's id, created and model, usage summed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from proxy.chat.decide import ResponseIds, Verdict
+from proxy.chat.guard import Replay
+from proxy.chat.ids import normalize_raw_id
+from proxy.chat.notes import CallDropped, DeltaRepaired, IdRewritten, Note
+from proxy.chat.stream import Carry, add_usage
+
+
+@dataclass(slots=True)
+class _Call:
+    name: str
+    arguments: str
+
+    def arguments_text(self) -> str:
+        return self.arguments
+
+
+@dataclass(slots=True)
+class MessageResult:
+    body: dict[str, Any]
+    changed: bool
+    notes: list[Note]
+    # Set when the only calls were replays and the shell must run a follow-up round.
+    replays: list[Replay]
+    content: str
+
+
+def sanitize_completion(body: dict[str, Any], ids: ResponseIds) -> MessageResult:
+    notes: list[Note] = []
+    changed = False
+    followup_replays: list[Replay] = []
+    content = ""
+    choices = body.get("choices")
+    for position, choice in enumerate(choices if isinstance(choices, list) else ()):
+        if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
+            continue
+        raw_index = choice.get("index")
+        index = raw_index if isinstance(raw_index, int) else position
+        message = choice["message"]
+        state = ids.choice(index)
+        calls = message.get("tool_calls")
+        if calls is not None:
+            changed = True
+            kept = _sanitize_calls(calls, index, state, ids, notes)
+            if kept:
+                message["tool_calls"] = kept
+            else:
+                del message["tool_calls"]
+        reason = choice.get("finish_reason")
+        if state.delivered and reason in ("stop", "tool_calls", "function_call", "eos", None):
+            fixed: object = "tool_calls"
+        elif not state.delivered and reason == "tool_calls":
+            fixed = "stop"
+        else:
+            fixed = reason
+        if fixed != reason:
+            choice["finish_reason"] = fixed
+            notes.append(DeltaRepaired(kind="finish_reason", detail=f"{reason} -> {fixed}"))
+            changed = True
+        single = ids.facts.choices == 1
+        if single and ids.guard.enabled and state.replays and not state.delivered:
+            followup_replays = list(state.replays)
+            content = message.get("content") if isinstance(message.get("content"), str) else ""
+    return MessageResult(body, changed, notes, followup_replays, content)
+
+
+def _sanitize_calls(
+    calls: object, choice: int, state: Any, ids: ResponseIds, notes: list[Note]
+) -> list[dict[str, Any]]:
+    if isinstance(calls, dict):
+        calls = [calls]
+    if not isinstance(calls, list):
+        notes.append(DeltaRepaired(kind="malformed_tool_calls"))
+        return []
+    kept: list[dict[str, Any]] = []
+    for call in calls:
+        if not isinstance(call, dict):
+            notes.append(DeltaRepaired(kind="malformed_tool_call"))
+            continue
+        fn = call.get("function")
+        fn = dict(fn) if isinstance(fn, dict) else {}
+        raw_name = fn.get("name")
+        name = raw_name if isinstance(raw_name, str) else ""
+        arguments = fn.get("arguments")
+        if arguments is not None and not isinstance(arguments, str):
+            arguments = orjson.dumps(arguments).decode()
+            notes.append(DeltaRepaired(kind="object_arguments"))
+        if not arguments or not arguments.strip():
+            arguments = "{}"
+            notes.append(DeltaRepaired(kind="empty_arguments"))
+        raw_id = normalize_raw_id(call.get("id"))
+        decision = ids.decide(state, raw_id, _Call(name, arguments))
+        if decision.verdict is not Verdict.DELIVER:
+            reason = "replay" if decision.verdict is Verdict.REPLAY else "duplicate_in_response"
+            notes.append(CallDropped(choice=choice, name=name, raw_id=raw_id, reason=reason))
+            continue
+        if decision.reason is not None:
+            notes.append(
+                IdRewritten(
+                    choice=choice,
+                    index=decision.index,
+                    name=name,
+                    raw_id=raw_id,
+                    client_id=decision.client_id,
+                    reason=decision.reason,
+                )
+            )
+        if call.get("type") != "function":
+            notes.append(DeltaRepaired(kind="missing_type"))
+        kept.append(
+            {
+                **call,
+                "id": decision.client_id,
+                "type": "function",
+                "function": {**fn, "name": name, "arguments": arguments},
+            }
+        )
+    return kept
+
+
+def merge_continuation(carry: Carry, content_before: str, later: dict[str, Any]) -> dict[str, Any]:
+    """A follow-up round's completion, presented as the continuation of the first one."""
+    for key, value in (
+        ("id", carry.response_id),
+        ("created", carry.created),
+        ("model", carry.model),
+    ):
+        if value is not None:
+            later[key] = value
+    choices = later.get("choices")
+    if content_before and isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        message = choices[0].get("message")
+        if isinstance(message, dict):
+            content = message.get("content")
+            message["content"] = content_before + (content if isinstance(content, str) else "")
+    usage = add_usage(add_usage(None, carry.usage), later.get("usage"))
+    if usage is not None:
+        later["usage"] = usage
+    return later

@@ -1,0 +1,51 @@
+"""What the core decided, for logs, metrics and `sanitize --explain` (never for control flow)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IdRewritten:
+    choice: int
+    index: int
+    name: str
+    raw_id: str | None
+    client_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallDropped:
+    """A call the client never sees: an in-response duplicate or a replay."""
+
+    choice: int
+    name: str
+    raw_id: str | None
+    reason: str  # "duplicate_in_response" or "replay"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeltaRepaired:
+    kind: str
+    detail: str = ""
+
+
+Note = IdRewritten | CallDropped | DeltaRepaired
+
+
+def explain(note: Note) -> str:
+    """One human-readable line per decision."""
+    match note:
+        case IdRewritten():
+            raw = "absent" if note.raw_id is None else repr(note.raw_id)
+            return (
+                f"choice {note.choice} call {note.index} ({note.name}): id {raw} -> "
+                f"{note.client_id!r} ({note.reason})"
+            )
+        case CallDropped():
+            return (
+                f"choice {note.choice}: dropped call {note.name} id {note.raw_id!r} ({note.reason})"
+            )
+        case DeltaRepaired():
+            return f"repaired {note.kind}" + (f": {note.detail}" if note.detail else "")

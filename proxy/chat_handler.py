@@ -1,0 +1,376 @@
+"""The /chat/completions shell: moves bytes between the client, the upstream and the core.
+
+It decides nothing about tool calls itself: translation, id decisions, stream repair and
+replay detection all live in `proxy.chat`. What it owns is I/O: the upstream request, the
+response head, follow-up rounds when the core asks for them (SPEC §5), and turning upstream
+failures into the errors of SPEC §6.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+
+from proxy.asgi import Send, send_bytes, send_json
+from proxy.chat.decide import ResponseIds
+from proxy.chat.guard import GuardState, Replay, build_followup
+from proxy.chat.history import HistoryFacts, translate_request
+from proxy.chat.message import merge_continuation, sanitize_completion
+from proxy.chat.notes import Note
+from proxy.chat.stream import Carry, StreamPhase, StreamSanitizer, add_usage
+from proxy.config import Route
+from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
+from proxy.observability import LOGGER, Metrics, RequestLog, log_decisions
+from proxy.sse import SSEFramingError
+from proxy.upstream import (
+    client_response_headers,
+    iter_body,
+    map_upstream_errors,
+    timeouts,
+)
+
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+]
+
+
+@dataclass(slots=True)
+class ChatRequest:
+    route: Route
+    url: str
+    headers: list[tuple[str, str]]
+    request_id: str
+    log: RequestLog
+
+
+class ChatHandler:
+    def __init__(self, client: httpx.AsyncClient, metrics: Metrics):
+        self.client = client
+        self.metrics = metrics
+
+    async def handle(self, req: ChatRequest, send: Send, raw: bytes, body: dict[str, Any]) -> int:
+        """Serve one chat completion; returns the status sent to the client."""
+        route = req.route
+        translated = translate_request(body, route.dialect)
+        guard = GuardState(enabled=route.replay_guard, max_followups=route.max_followups)
+        req.log.fields.update(
+            model=body.get("model"),
+            stream=body.get("stream") is True,
+            dialect=translated.facts.dialect,
+        )
+        response = await self._open(req, translated.to_bytes(raw))
+        try:
+            status = response.status_code
+            content_type = response.headers.get("content-type", "")
+            if not 200 <= status < 300:
+                return await self._relay(req, response, send)
+            ids = ResponseIds(translated.facts, route.ids, guard)
+            if "text/event-stream" in content_type:
+                return await self._stream(req, send, response, ids, translated.body)
+            if "json" in content_type or not content_type:
+                return await self._complete(req, send, response, ids, translated.body)
+            return await self._relay(req, response, send)
+        finally:
+            await response.aclose()
+
+    async def _open(self, req: ChatRequest, content: bytes) -> httpx.Response:
+        request = self.client.build_request(
+            "POST", req.url, headers=req.headers, content=content, timeout=timeouts(req.route)
+        )
+        with map_upstream_errors(streaming_body=False):
+            response = await self.client.send(request, stream=True)
+        req.log.mark_first_byte()
+        if req.log.ttfb is not None:
+            self.metrics.ttfb.observe(req.log.ttfb)
+        return response
+
+    async def _relay(self, req: ChatRequest, response: httpx.Response, send: Send) -> int:
+        """Non-2xx (or unknown content): status, headers and body unchanged (SPEC §6)."""
+        headers = client_response_headers(response.headers, keep_length=False)
+        await send(
+            {"type": "http.response.start", "status": response.status_code, "headers": headers}
+        )
+        try:
+            async for chunk in iter_body(response, decoded=False):
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except UpstreamStreamError as exc:
+            self.metrics.upstream_errors.labels(exc.code or "stream").inc()
+        await send({"type": "http.response.body", "body": b""})
+        if response.status_code >= 500 or response.status_code == 429:
+            self.metrics.upstream_errors.labels(f"status_{response.status_code}").inc()
+        return response.status_code
+
+    def _notes(self, req: ChatRequest, notes: list[Note]) -> None:
+        if notes:
+            self.metrics.record_notes(notes)
+            req.log.count(notes)
+            log_decisions(req.request_id, notes)
+            notes.clear()
+
+    def _answered(self, req: ChatRequest, replays: list[Replay]) -> None:
+        self.metrics.replays_answered.inc(len(replays))
+        req.log.fields["replays_answered"] += len(replays)
+        for replay in replays:
+            LOGGER.warning(
+                "replay answered",
+                extra={
+                    "fields": {
+                        "request_id": req.request_id,
+                        "route": req.route.name,
+                        "tool": replay.name,
+                        "raw_id": replay.raw_id,
+                        "event": "replay_answered",
+                    }
+                },
+            )
+
+    def _tripped(self, req: ChatRequest, exc: ReplayLoopDetected) -> None:
+        self.metrics.breaker_trips.inc()
+        req.log.fields["breaker"] = True
+        LOGGER.warning(
+            "replay loop stopped",
+            extra={
+                "fields": {
+                    "request_id": req.request_id,
+                    "route": req.route.name,
+                    "tool": exc.tool_name,
+                    "raw_id": exc.raw_id,
+                    "reason": exc.reason,
+                    "event": "breaker_trip",
+                }
+            },
+        )
+
+    # -- streaming ------------------------------------------------------------------------------
+
+    async def _stream(
+        self,
+        req: ChatRequest,
+        send: Send,
+        response: httpx.Response,
+        ids: ResponseIds,
+        upstream_body: dict[str, Any],
+    ) -> int:
+        headers = client_response_headers(response.headers, keep_length=False)
+        headers = [
+            h
+            for h in headers
+            if h[0].lower() not in (b"content-type", b"cache-control", b"content-encoding")
+        ]
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [*SSE_HEADERS, *headers, (b"x-request-id", req.request_id.encode())],
+            }
+        )
+        self.metrics.active_streams.inc()
+        try:
+            await self._pump_rounds(req, send, response, ids, upstream_body)
+        finally:
+            self.metrics.active_streams.dec()
+        await send({"type": "http.response.body", "body": b""})
+        return 200
+
+    async def _pump_rounds(
+        self,
+        req: ChatRequest,
+        send: Send,
+        response: httpx.Response,
+        ids: ResponseIds,
+        upstream_body: dict[str, Any],
+    ) -> None:
+        core = StreamSanitizer(ids)
+        facts = ids.facts
+        followup_response: httpx.Response | None = None
+        try:
+            while True:
+                if not await self._pump(req, send, response, core):
+                    return
+                followup = core.followup
+                if followup is None:
+                    return
+                try:
+                    upstream_body, facts = build_followup(
+                        upstream_body, facts, ids.guard, followup.content, followup.replays
+                    )
+                except ReplayLoopDetected as exc:
+                    self._tripped(req, exc)
+                    await send(
+                        {"type": "http.response.body", "body": exc.sse_bytes(), "more_body": True}
+                    )
+                    return
+                self._answered(req, followup.replays)
+                ids = ResponseIds(facts, req.route.ids, ids.guard)
+                core = StreamSanitizer(ids, carry=followup.carry)
+                try:
+                    followup_response = response = await self._open(
+                        req, orjson.dumps(upstream_body)
+                    )
+                except ProxyError as exc:
+                    await self._stream_error(req, send, exc)
+                    return
+                if (
+                    not 200 <= response.status_code < 300
+                    or "text/event-stream" not in response.headers.get("content-type", "")
+                ):
+                    await response.aread()
+                    await self._stream_error(
+                        req,
+                        send,
+                        UpstreamStreamError(
+                            f"the upstream answered the follow-up request with HTTP {response.status_code}"
+                        ),
+                    )
+                    return
+        finally:
+            if followup_response is not None:
+                await followup_response.aclose()
+
+    async def _pump(
+        self, req: ChatRequest, send: Send, response: httpx.Response, core: StreamSanitizer
+    ) -> bool:
+        """Forward one upstream round; False when the stream ended with an error."""
+        try:
+            async for chunk in iter_body(response, decoded=True):
+                out = core.feed(chunk)
+                if out:
+                    await send(
+                        {
+                            "type": "http.response.body",
+                            "body": out[0] if len(out) == 1 else b"".join(out),
+                            "more_body": True,
+                        }
+                    )
+                if core.notes:
+                    self._notes(req, core.notes)
+                if core.phase is StreamPhase.FAILED:
+                    break
+            else:
+                out = core.end()
+                if out:
+                    await send(
+                        {"type": "http.response.body", "body": b"".join(out), "more_body": True}
+                    )
+        except SSEFramingError as exc:
+            await self._stream_error(req, send, UpstreamStreamError(str(exc)))
+            return False
+        except UpstreamStreamError as exc:
+            await self._stream_error(req, send, exc)
+            return False
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # our bug
+            LOGGER.exception(
+                "core failed on upstream data", extra={"fields": {"request_id": req.request_id}}
+            )
+            await self._stream_error(
+                req,
+                send,
+                ProxyError(
+                    f"the proxy could not process the upstream stream ({type(exc).__name__})",
+                    code="proxy_internal_error",
+                ),
+            )
+            return False
+        self._notes(req, core.notes)
+        if core.non_json_events:
+            req.log.fields["non_json_events"] = (
+                req.log.fields.get("non_json_events", 0) + core.non_json_events
+            )
+        if core.error is not None:
+            self._tripped(req, core.error)
+            return False
+        return True
+
+    async def _stream_error(self, req: ChatRequest, send: Send, exc: ProxyError) -> None:
+        self.metrics.upstream_errors.labels(exc.code or "stream").inc()
+        req.log.fields["error"] = exc.code
+        await send({"type": "http.response.body", "body": exc.sse_bytes(), "more_body": True})
+
+    # -- non-streaming --------------------------------------------------------------------------
+
+    async def _complete(
+        self,
+        req: ChatRequest,
+        send: Send,
+        response: httpx.Response,
+        ids: ResponseIds,
+        upstream_body: dict[str, Any],
+    ) -> int:
+        headers = client_response_headers(response.headers, keep_length=False)
+        headers = [h for h in headers if h[0].lower() not in (b"content-encoding", b"content-type")]
+        headers.append((b"x-request-id", req.request_id.encode()))
+        with map_upstream_errors(streaming_body=True):
+            raw = await response.aread()
+        try:
+            parsed = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            await send_bytes(
+                send, response.status_code, raw, [(b"content-type", b"application/json"), *headers]
+            )
+            return response.status_code
+        carry: Carry | None = None
+        content_before = ""
+        facts: HistoryFacts = ids.facts
+        while True:
+            try:
+                result = sanitize_completion(parsed, ids)
+            except ReplayLoopDetected as exc:
+                self._tripped(req, exc)
+                raise
+            self._notes(req, result.notes)
+            if not result.replays:
+                if carry is not None:
+                    parsed = merge_continuation(carry, content_before, parsed)
+                break
+            if carry is None:
+                carry = Carry(parsed.get("id"), parsed.get("created"), parsed.get("model"))
+            carry.usage = add_usage(carry.usage, parsed.get("usage"))
+            content_before += result.content
+            try:
+                upstream_body, facts = build_followup(
+                    upstream_body, facts, ids.guard, result.content, result.replays
+                )
+            except ReplayLoopDetected as exc:
+                self._tripped(req, exc)
+                raise
+            self._answered(req, result.replays)
+            ids = ResponseIds(facts, req.route.ids, ids.guard)
+            followup = await self._open(req, orjson.dumps(upstream_body))
+            try:
+                if not 200 <= followup.status_code < 300:
+                    return await self._relay(req, followup, send)
+                with map_upstream_errors(streaming_body=True):
+                    body = await followup.aread()
+            finally:
+                await followup.aclose()
+            try:
+                parsed = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                parsed = None
+            if not isinstance(parsed, dict):
+                raise UpstreamStreamError(
+                    "the upstream answered the follow-up with a body that is not a JSON object"
+                )
+        if not result.changed and carry is None:
+            await send_bytes(
+                send, response.status_code, raw, [(b"content-type", b"application/json"), *headers]
+            )
+        else:
+            await send_json(send, response.status_code, parsed, headers)
+        return response.status_code
+
+
+def log_unexpected(request_id: str) -> None:
+    LOGGER.log(
+        logging.ERROR,
+        "unexpected error",
+        exc_info=True,
+        extra={"fields": {"request_id": request_id}},
+    )

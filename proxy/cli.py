@@ -1,0 +1,316 @@
+"""Command line: `toolcall-proxy serve | simulate | sanitize | check-config`.
+
+Every `serve` flag can also be given as `TOOLCALL_PROXY_<FLAG>` (dashes as underscores); a flag
+on the command line wins over the environment, which wins over the YAML file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from proxy import __version__
+from proxy.config import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_HOST,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_FOLLOWUPS,
+    DEFAULT_PORT,
+    DEFAULT_READ_TIMEOUT,
+    DIALECTS,
+    IDS_POLICIES,
+    SIMULATOR_MOUNT,
+    ConfigError,
+    Route,
+    Settings,
+    load_yaml_routes,
+    parse_bool,
+)
+
+ENV_PREFIX = "TOOLCALL_PROXY_"
+# Carries the resolved `serve` arguments to worker processes when --workers > 1.
+ARGV_ENV = "TOOLCALL_PROXY__SERVE_ARGV"
+
+EXAMPLES = """\
+examples:
+  toolcall-proxy serve                                   # built-in simulated provider
+  toolcall-proxy serve --upstream http://127.0.0.1:8000/v1 --port 8787
+  TOOLCALL_PROXY_UPSTREAM=https://api.moonshot.ai/v1 toolcall-proxy serve --upstream-key-env MOONSHOT_API_KEY
+  toolcall-proxy serve --config routes.yaml --workers 2
+  toolcall-proxy simulate --port 9000
+  toolcall-proxy sanitize capture.sse --request request.json --explain
+  toolcall-proxy check-config routes.yaml
+"""
+
+
+def _env(name: str) -> str | None:
+    return os.environ.get(ENV_PREFIX + name.upper().replace("-", "_"))
+
+
+def _add_serve_flags(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--upstream", help="upstream base URL, e.g. http://127.0.0.1:8000/v1 (default: simulator)")
+    add("--upstream-key-env", help="name of the environment variable holding the upstream key")
+    add("--host", help=f"address to listen on (default {DEFAULT_HOST})")
+    add("--port", type=int, help=f"port to listen on (default {DEFAULT_PORT})")
+    add("--config", help="YAML file with routes")
+    add("--connect-timeout", type=float, help=f"seconds (default {DEFAULT_CONNECT_TIMEOUT:g})")
+    add(
+        "--read-timeout",
+        type=float,
+        help=f"seconds of upstream silence (default {DEFAULT_READ_TIMEOUT:g})",
+    )
+    add("--ids", choices=IDS_POLICIES, help="client id policy (default auto)")
+    add("--dialect", choices=DIALECTS, help="upstream id dialect (default auto)")
+    add("--replay-guard", choices=("on", "off"), help="answer replays (default on)")
+    add(
+        "--max-followups",
+        type=int,
+        help=f"follow-up rounds per request (default {DEFAULT_MAX_FOLLOWUPS})",
+    )
+    add(
+        "--text-tool-calls",
+        choices=("auto", "off"),
+        help="recover calls leaked into text (default auto)",
+    )
+    add("--max-body-bytes", type=int, help=f"request body limit (default {DEFAULT_MAX_BODY_BYTES})")
+    add("--workers", type=int, help="uvicorn worker processes (default 1; no shared state needed)")
+    add(
+        "--drain-timeout",
+        type=float,
+        help="seconds open streams may finish on shutdown (default 30)",
+    )
+    add("--log-level", choices=("debug", "info", "warning", "error"), help="default info")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="toolcall-proxy",
+        description="OpenAI-compatible streaming proxy that makes tool calls safe with any model.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"toolcall-proxy {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser(
+        "serve",
+        help="run the proxy",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_serve_flags(serve)
+    simulate = sub.add_parser("simulate", help="run the simulated provider on its own")
+    simulate.add_argument("--host", default=DEFAULT_HOST)
+    simulate.add_argument("--port", type=int, default=9000)
+    sanitize = sub.add_parser("sanitize", help="sanitize a captured SSE stream offline")
+    sanitize.add_argument(
+        "stream", nargs="?", default="-", help="captured SSE file (default stdin)"
+    )
+    sanitize.add_argument("--request", help="the request JSON the stream answered")
+    sanitize.add_argument("--explain", action="store_true", help="one line per decision on stderr")
+    sanitize.add_argument("--ids", choices=IDS_POLICIES, default="auto")
+    sanitize.add_argument("--dialect", choices=DIALECTS, default="auto")
+    check = sub.add_parser("check-config", help="validate a YAML routes file")
+    check.add_argument("file")
+    return parser
+
+
+def _pick(args: argparse.Namespace, name: str, yaml_value: object = None) -> object:
+    value = getattr(args, name.replace("-", "_"), None)
+    if value is not None:
+        return value
+    env = _env(name)
+    if env is not None and env != "":
+        return env
+    return yaml_value
+
+
+def build_settings(args: argparse.Namespace) -> Settings:
+    """Resolve flags, environment and YAML into one frozen Settings object."""
+    try:
+        return _build_settings(args)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError("arguments", str(exc)) from None
+
+
+def _build_settings(args: argparse.Namespace) -> Settings:
+    defaults = Route(name="default", upstream="")
+    overrides: dict[str, object] = {}
+    for flag, key in (("connect-timeout", "connect_timeout"), ("read-timeout", "read_timeout")):
+        value = _pick(args, flag)
+        if value is not None:
+            overrides[key] = float(str(value))
+    for flag, key in (
+        ("ids", "ids"),
+        ("dialect", "dialect"),
+        ("text-tool-calls", "text_tool_calls"),
+    ):
+        value = _pick(args, flag)
+        if value is not None:
+            overrides[key] = str(value).lower()
+    guard = _pick(args, "replay-guard")
+    if guard is not None:
+        overrides["replay_guard"] = parse_bool(guard, "--replay-guard")
+    followups = _pick(args, "max-followups")
+    if followups is not None:
+        overrides["max_followups"] = int(str(followups))
+    key_env = _pick(args, "upstream-key-env")
+    if key_env:
+        overrides["upstream_key_env"] = str(key_env)
+    defaults = replace(defaults, **overrides)  # type: ignore[arg-type]
+    if defaults.ids not in IDS_POLICIES:
+        raise ConfigError("ids", f"expected one of {', '.join(IDS_POLICIES)}")
+    if defaults.dialect not in DIALECTS:
+        raise ConfigError("dialect", f"expected one of {', '.join(DIALECTS)}")
+
+    top: dict[str, object] = {}
+    routes: tuple[Route, ...] = ()
+    config = _pick(args, "config")
+    if config:
+        top, routes = load_yaml_routes(Path(str(config)).read_text(encoding="utf-8"), defaults)
+    host = str(_pick(args, "host", top.get("host")) or DEFAULT_HOST)
+    port = int(str(_pick(args, "port", top.get("port")) or DEFAULT_PORT))
+    upstream = _pick(args, "upstream")
+    simulated = False
+    if upstream:
+        url = str(upstream).rstrip("/")
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError("upstream", f"expected an http:// or https:// URL, got {upstream!r}")
+        routes = (*routes, replace(defaults, name="default", upstream=url))
+    elif not routes:
+        simulated = True
+        loop_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        routes = (
+            replace(
+                defaults,
+                name="simulator",
+                upstream=f"http://{loop_host}:{port}{SIMULATOR_MOUNT}/v1",
+            ),
+        )
+    keys = tuple(
+        k.strip() for k in (os.environ.get(ENV_PREFIX + "KEYS") or "").split(",") if k.strip()
+    )
+    cors = top.get("cors_origins") or os.environ.get(ENV_PREFIX + "CORS_ORIGINS", "")
+    cors_origins = (
+        tuple(cors)
+        if isinstance(cors, list)
+        else tuple(o.strip() for o in str(cors).split(",") if o.strip())
+    )
+    return Settings(
+        routes=routes,
+        host=host,
+        port=port,
+        log_level=str(_pick(args, "log-level", top.get("log_level")) or "info").lower(),
+        workers=int(str(_pick(args, "workers") or 1)),
+        max_body_bytes=int(
+            str(_pick(args, "max-body-bytes", top.get("max_body_bytes")) or DEFAULT_MAX_BODY_BYTES)
+        ),
+        proxy_keys=keys,
+        cors_origins=cors_origins,
+        drain_timeout=float(str(_pick(args, "drain-timeout", top.get("drain_timeout")) or 30.0)),
+        simulated=simulated,
+    )
+
+
+def settings_from_argv(argv: Sequence[str]) -> Settings:
+    args = build_parser().parse_args(["serve", *argv])
+    return build_settings(args)
+
+
+def _serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    import uvicorn
+
+    settings = build_settings(args)
+    from proxy.app import create_app
+    from proxy.observability import configure_logging
+
+    configure_logging(settings.log_level)
+    if settings.simulated:
+        print(
+            f"toolcall-proxy: no upstream configured; serving the built-in simulated provider "
+            f"(a Kimi-like upstream that reuses ids) on http://{settings.host}:{settings.port}/v1",
+            file=sys.stderr,
+        )
+    common: dict[str, Any] = {
+        "host": settings.host,
+        "port": settings.port,
+        "loop": "uvloop",
+        "http": "httptools",
+        "log_level": settings.log_level if settings.log_level != "debug" else "info",
+        "access_log": False,
+        "timeout_graceful_shutdown": int(settings.drain_timeout),
+    }
+    if settings.workers > 1:
+        os.environ[ARGV_ENV] = json.dumps(list(argv))
+        uvicorn.run(
+            "proxy.app:app_from_environment", factory=True, workers=settings.workers, **common
+        )  # type: ignore[arg-type]
+    else:
+        uvicorn.run(create_app(settings), **common)  # type: ignore[arg-type]
+    return 0
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from proxy.simulator import create_simulator_app
+
+    print(
+        f"toolcall-proxy: simulated provider on http://{args.host}:{args.port}/v1", file=sys.stderr
+    )
+    uvicorn.run(
+        create_simulator_app(),
+        host=args.host,
+        port=args.port,
+        loop="uvloop",
+        http="httptools",
+        log_level="warning",
+    )
+    return 0
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    try:
+        text = Path(args.file).read_text(encoding="utf-8")
+        _, routes = load_yaml_routes(text, Route(name="default", upstream=""))
+    except OSError as exc:
+        print(f"{args.file}: cannot read: {exc.strerror}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:
+        print(f"{args.file}: {exc}", file=sys.stderr)
+        return 1
+    if not routes:
+        print(f"{args.file}: routes: no routes defined", file=sys.stderr)
+        return 1
+    for route in routes:
+        match = route.path_prefix or route.model_glob or "*"
+        print(
+            f"{route.name}: {match} -> {route.upstream} (ids={route.ids}, dialect={route.dialect})"
+        )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            return _serve(args, argv[argv.index("serve") + 1 :])
+        if args.command == "simulate":
+            return _simulate(args)
+        if args.command == "sanitize":
+            from proxy.sanitize_cli import run_sanitize
+
+            return run_sanitize(args)
+        return _check_config(args)
+    except ConfigError as exc:
+        print(f"toolcall-proxy: configuration error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,104 @@
+"""The proxy's own errors and their OpenAI-shaped bodies (SPEC §6).
+
+Every error says whose fault it is (the client's request, the upstream's behaviour, or a
+replay loop the model got into) and carries the HTTP status and OpenAI `type`/`code` it
+maps to, so the shell never has to decide that again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+
+class ProxyError(Exception):
+    """Base of every error the proxy answers with its own body."""
+
+    status: int = 500
+    error_type: str = "proxy_error"
+    code: str | None = None
+
+    def __init__(self, message: str, *, code: str | None = None, status: int | None = None):
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        if status is not None:
+            self.status = status
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.message, self.error_type, self.code)
+
+    def json_bytes(self) -> bytes:
+        return orjson.dumps(self.body())
+
+    def sse_bytes(self) -> bytes:
+        """The error as the last event of a stream (no `[DONE]` follows it)."""
+        return b"data: " + self.json_bytes() + b"\n\n"
+
+
+class ClientRequestError(ProxyError):
+    """The client sent something we cannot forward (nothing goes upstream)."""
+
+    status = 400
+    error_type = "invalid_request_error"
+    code = "invalid_request"
+
+
+class RequestTooLarge(ClientRequestError):
+    status = 413
+    code = "request_too_large"
+
+
+class AuthenticationError(ProxyError):
+    status = 401
+    error_type = "authentication_error"
+    code = "invalid_proxy_key"
+
+
+class UpstreamError(ProxyError):
+    """The upstream could not be reached, timed out, or broke its stream."""
+
+    status = 502
+    error_type = "upstream_error"
+    code = "upstream_error"
+
+
+class UpstreamUnreachable(UpstreamError):
+    status = 502
+    code = "upstream_unreachable"
+
+
+class UpstreamTimeout(UpstreamError):
+    status = 504
+    code = "upstream_timeout"
+
+
+class UpstreamStreamError(UpstreamError):
+    """The upstream's transport broke, stalled or sent unframeable data mid-stream."""
+
+    status = 502
+    code = "upstream_stream_error"
+
+
+class ReplayLoopDetected(ProxyError):
+    """SPEC §5 circuit breaker: the model keeps replaying calls that were answered."""
+
+    status = 422
+    error_type = "loop_detected"
+    code = "tool_call_replay_loop"
+
+    def __init__(self, tool_name: str, raw_id: str, reason: str):
+        super().__init__(
+            f'Tool-call replay loop detected: the model replayed tool call "{tool_name}" '
+            f'with id "{raw_id}" after it was already answered ({reason}). '
+            "The response was stopped so the call is not executed again."
+        )
+        self.tool_name = tool_name
+        self.raw_id = raw_id
+        self.reason = reason
+
+
+def error_body(message: str, error_type: str, code: str | None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": error_type, "code": code, "param": None}}

@@ -1,0 +1,161 @@
+"""Metrics (Prometheus text at /metrics) and structured JSON logs.
+
+Each app owns its own CollectorRegistry, so tests and several apps in one process never share
+counters. With several uvicorn workers each process has its own registry: scrape each worker,
+or run one worker per container and scale with replicas (README, "Operations").
+Credentials never reach a label or a log line: labels are route names, reasons and kinds.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from proxy.chat.notes import CallDropped, DeltaRepaired, IdRewritten, Note, explain
+
+LOGGER = logging.getLogger("toolcall_proxy")
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "toolcall_proxy_requests", "Requests served", ["route", "status", "stream"], registry=r
+        )
+        self.ids_rewritten = Counter(
+            "toolcall_proxy_ids_rewritten", "Tool-call ids rewritten", ["reason"], registry=r
+        )
+        self.calls_dropped = Counter(
+            "toolcall_proxy_calls_dropped",
+            "Tool calls withheld from the client",
+            ["reason"],
+            registry=r,
+        )
+        self.deltas_repaired = Counter(
+            "toolcall_proxy_deltas_repaired", "Stream shapes repaired", ["kind"], registry=r
+        )
+        self.replays_answered = Counter(
+            "toolcall_proxy_replays_answered",
+            "Replays answered with a synthetic tool message",
+            registry=r,
+        )
+        self.breaker_trips = Counter(
+            "toolcall_proxy_breaker_trips", "Replay loops stopped", registry=r
+        )
+        self.upstream_errors = Counter(
+            "toolcall_proxy_upstream_errors", "Upstream failures", ["kind"], registry=r
+        )
+        self.active_streams = Gauge(
+            "toolcall_proxy_active_streams", "Streams being served", registry=r
+        )
+        self.ttfb = Histogram(
+            "toolcall_proxy_upstream_ttfb_seconds",
+            "Upstream time to response head",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.duration = Histogram(
+            "toolcall_proxy_request_duration_seconds",
+            "Total request duration",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+
+    def record_notes(self, notes: Iterable[Note]) -> None:
+        for note in notes:
+            match note:
+                case IdRewritten():
+                    self.ids_rewritten.labels(note.reason).inc()
+                case CallDropped():
+                    self.calls_dropped.labels(note.reason).inc()
+                    if note.reason == "duplicate_in_response":
+                        self.ids_rewritten.labels(note.reason).inc()
+                case DeltaRepaired():
+                    self.deltas_repaired.labels(note.kind).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "msg": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            entry.update(fields)
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return orjson.dumps(entry, default=str).decode()
+
+
+def configure_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    LOGGER.handlers[:] = [handler]
+    LOGGER.setLevel(level.upper())
+    LOGGER.propagate = False
+
+
+def log_decisions(request_id: str, notes: Iterable[Note]) -> None:
+    if LOGGER.isEnabledFor(logging.DEBUG):
+        for note in notes:
+            LOGGER.debug(
+                explain(note), extra={"fields": {"request_id": request_id, "event": "decision"}}
+            )
+
+
+class RequestLog:
+    """Accumulates one request's facts and writes them as one JSON line at the end."""
+
+    __slots__ = ("fields", "started", "ttfb")
+
+    def __init__(self, request_id: str, route: str, method: str, path: str):
+        self.started = time.perf_counter()
+        self.ttfb: float | None = None
+        self.fields: dict[str, Any] = {
+            "request_id": request_id,
+            "route": route,
+            "method": method,
+            "path": path,
+            "ids_rewritten": 0,
+            "calls_dropped": 0,
+            "repairs": 0,
+            "replays_answered": 0,
+            "breaker": False,
+        }
+
+    def mark_first_byte(self) -> None:
+        if self.ttfb is None:
+            self.ttfb = time.perf_counter() - self.started
+
+    def count(self, notes: Iterable[Note]) -> None:
+        f = self.fields
+        for note in notes:
+            if isinstance(note, IdRewritten):
+                f["ids_rewritten"] += 1
+            elif isinstance(note, CallDropped):
+                f["calls_dropped"] += 1
+            else:
+                f["repairs"] += 1
+
+    def finish(self, status: int, **extra: Any) -> float:
+        duration = time.perf_counter() - self.started
+        self.fields.update(extra)
+        self.fields["status"] = status
+        self.fields["duration_ms"] = round(duration * 1000, 3)
+        if self.ttfb is not None:
+            self.fields["ttfb_ms"] = round(self.ttfb * 1000, 3)
+        LOGGER.info("request", extra={"fields": self.fields})
+        return duration

@@ -1,0 +1,86 @@
+"""`toolcall-proxy sanitize`: the streaming core run offline on a captured SSE stream.
+
+Reads the upstream's stream (a file or stdin) and optionally the request JSON it answered,
+writes the stream the client would have received to stdout and, with --explain, one line
+per decision to stderr. This is how a user debugs a provider without a network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from proxy.chat.decide import ResponseIds
+from proxy.chat.guard import GuardState
+from proxy.chat.history import translate_request
+from proxy.chat.notes import explain
+from proxy.chat.stream import StreamSanitizer
+
+# Read the capture in pieces, as a socket would deliver it.
+READ_SIZE = 64 * 1024
+
+
+def run_sanitize(args: argparse.Namespace) -> int:
+    request: dict[str, Any] = {"messages": []}
+    if args.request:
+        try:
+            loaded = orjson.loads(Path(args.request).read_bytes())
+        except (OSError, orjson.JSONDecodeError) as exc:
+            print(
+                f"toolcall-proxy sanitize: cannot read request {args.request}: {exc}",
+                file=sys.stderr,
+            )
+            return 2
+        if not isinstance(loaded, dict) or not isinstance(loaded.get("messages"), list):
+            print(
+                "toolcall-proxy sanitize: the request must be a JSON object with a messages list",
+                file=sys.stderr,
+            )
+            return 2
+        request = loaded
+    translated = translate_request(request, args.dialect)
+    if args.explain:
+        for item in translated.translations:
+            if item.client_id != item.upstream_id:
+                print(
+                    f"history: id {item.client_id!r} ({item.name}) -> upstream {item.upstream_id!r}",
+                    file=sys.stderr,
+                )
+    core = StreamSanitizer(ResponseIds(translated.facts, args.ids, GuardState()))
+    try:
+        source = sys.stdin.buffer if args.stream == "-" else open(args.stream, "rb")  # noqa: SIM115
+    except OSError as exc:
+        print(
+            f"toolcall-proxy sanitize: cannot read {args.stream}: {exc.strerror}", file=sys.stderr
+        )
+        return 2
+    out = sys.stdout.buffer
+    with source:
+        while chunk := source.read(READ_SIZE):
+            out.write(b"".join(core.feed(chunk)))
+            _explain(core, args.explain)
+    out.write(b"".join(core.end()))
+    out.flush()
+    _explain(core, args.explain)
+    if core.followup is not None and args.explain:
+        for replay in core.followup.replays:
+            print(
+                f"replay: {replay.name} id {replay.raw_id!r} would be answered by the proxy "
+                "with a synthetic tool message and a follow-up request",
+                file=sys.stderr,
+            )
+    if core.error is not None:
+        print(f"toolcall-proxy sanitize: {core.error.message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _explain(core: StreamSanitizer, enabled: bool) -> None:
+    if enabled:
+        for note in core.notes:
+            print(explain(note), file=sys.stderr)
+    core.notes.clear()

@@ -1,0 +1,119 @@
+"""Sans-IO server-sent-events framing: upstream bytes in, events out, and events back to bytes.
+
+Rules (SPEC §4, "framing"): lines end in `\\n`, `\\r\\n` or `\\r`; an event ends at a blank
+line; `data:` may or may not be followed by a space; reads may split anything anywhere,
+including a CRLF pair or a UTF-8 character (we only ever split on ASCII bytes, so characters
+survive). Comments and `event:`/`id:`/`retry:` lines are kept so they can be forwarded.
+
+No JSON is parsed here: the chat core decides which events need looking into.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# One SSE event is one JSON chunk; the largest legitimate ones carry a whole tool call's
+# arguments or a long content flush. 64 MiB is far above that and still bounds the memory a
+# broken upstream (no blank line ever) can make us hold.
+MAX_EVENT_BYTES = 64 * 1024 * 1024
+
+
+class SSEFramingError(Exception):
+    """The upstream sent an event larger than MAX_EVENT_BYTES."""
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    """One event: its data (data lines joined by `\\n`, or None) and its other raw lines."""
+
+    data: bytes | None
+    other: tuple[bytes, ...] = ()
+
+    @property
+    def is_done(self) -> bool:
+        return self.data is not None and self.data.strip() == b"[DONE]"
+
+
+class SSEDecoder:
+    """Feed it bytes as they arrive; it returns the events completed so far."""
+
+    __slots__ = ("_buffer", "_data", "_other", "_pending_cr", "_size")
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._data: list[bytes] = []
+        self._other: list[bytes] = []
+        self._pending_cr = False
+        self._size = 0
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        if not chunk:
+            return []
+        if self._pending_cr and chunk[:1] == b"\n":
+            # The `\r` that ended the previous read and this `\n` are one CRLF line end.
+            chunk = chunk[1:]
+        self._pending_cr = chunk[-1:] == b"\r"
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        buffer = self._buffer
+        buffer += chunk
+        if b"\n" not in chunk:
+            self._check_size()
+            return []
+        lines = buffer.split(b"\n")
+        # The last piece has no line end yet: keep it for the next read.
+        self._buffer = bytearray(lines.pop())
+        events: list[SSEEvent] = []
+        for line in lines:
+            self._take_line(bytes(line), events)
+        self._check_size()
+        return events
+
+    def end(self) -> list[SSEEvent]:
+        """The body ended: a last event without its blank line still counts."""
+        events: list[SSEEvent] = []
+        if self._buffer:
+            self._take_line(bytes(self._buffer), events)
+            self._buffer = bytearray()
+        self._dispatch(events)
+        return events
+
+    def _take_line(self, line: bytes, events: list[SSEEvent]) -> None:
+        if not line:
+            self._dispatch(events)
+            return
+        if line[:5] == b"data:":
+            value = line[5:]
+            self._data.append(value[1:] if value[:1] == b" " else value)
+        else:
+            self._other.append(line)
+        self._size += len(line)
+
+    def _dispatch(self, events: list[SSEEvent]) -> None:
+        if self._data:
+            data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+            events.append(SSEEvent(data, tuple(self._other)))
+        elif self._other:
+            events.append(SSEEvent(None, tuple(self._other)))
+        self._data = []
+        self._other = []
+        self._size = 0
+
+    def _check_size(self) -> None:
+        if self._size + len(self._buffer) > MAX_EVENT_BYTES:
+            raise SSEFramingError(f"an upstream event exceeded {MAX_EVENT_BYTES} bytes")
+
+
+def encode_event(data: bytes | None, other: tuple[bytes, ...] = ()) -> bytes:
+    """Serialize an event in OpenAI's framing: `data: ...` lines and a blank line."""
+    parts = [line + b"\n" for line in other]
+    if data is not None:
+        if b"\n" in data:
+            parts.extend(b"data: " + line + b"\n" for line in data.split(b"\n"))
+        else:
+            parts.append(b"data: " + data + b"\n")
+    parts.append(b"\n")
+    return b"".join(parts)
+
+
+DONE_EVENT = b"data: [DONE]\n\n"
