@@ -28,6 +28,7 @@ from proxy.asgi import (
     send_bytes,
     send_error,
     send_json,
+    with_request_id,
 )
 from proxy.chat_handler import ChatHandler, ChatRequest
 from proxy.config import SIMULATOR_MOUNT, Route, Settings
@@ -245,7 +246,10 @@ class ProxyApp:
                 {
                     "type": "http.response.start",
                     "status": response.status_code,
-                    "headers": client_response_headers(response.headers, keep_length=True),
+                    "headers": with_request_id(
+                        client_response_headers(response.headers, keep_length=True),
+                        log.fields["request_id"],
+                    ),
                 }
             )
             try:

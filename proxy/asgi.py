@@ -66,3 +66,12 @@ async def send_bytes(
 
 async def send_error(send: Send, error: ProxyError, request_id: str) -> None:
     await send_json(send, error.status, error.body(), [(b"x-request-id", request_id.encode())])
+
+
+def with_request_id(
+    headers: list[tuple[bytes, bytes]], request_id: str
+) -> list[tuple[bytes, bytes]]:
+    """Return our request id unless the upstream named its own (kept unchanged, SPEC §6)."""
+    if any(name.lower() == b"x-request-id" for name, _ in headers):
+        return headers
+    return [*headers, (b"x-request-id", request_id.encode())]

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import orjson
 
-from proxy.asgi import Send, send_bytes, send_json
+from proxy.asgi import Send, send_bytes, send_json, with_request_id
 from proxy.chat.decide import ResponseIds
 from proxy.chat.guard import GuardState, Replay, build_followup
 from proxy.chat.history import HistoryFacts, translate_request
@@ -166,7 +166,7 @@ class ChatHandler:
             {
                 "type": "http.response.start",
                 "status": 200,
-                "headers": [*SSE_HEADERS, *headers, (b"x-request-id", req.request_id.encode())],
+                "headers": with_request_id([*SSE_HEADERS, *headers], req.request_id),
             }
         )
         self.metrics.active_streams.inc()
@@ -303,7 +303,7 @@ class ChatHandler:
     ) -> int:
         headers = client_response_headers(response.headers, keep_length=False)
         headers = [h for h in headers if h[0].lower() not in (b"content-encoding", b"content-type")]
-        headers.append((b"x-request-id", req.request_id.encode()))
+        headers = with_request_id(headers, req.request_id)
         with map_upstream_errors(streaming_body=True):
             raw = await response.aread()
         try:

@@ -1,0 +1,399 @@
+"""How each simulated upstream misbehaves, as data, and the scripted agent model they share.
+
+A `Profile` is a flat description of one provider's quirks (id shape, delta shape, argument
+encoding, finishing, replays, transport faults). Every profile runs the same scripted "agent
+model" (`plan_reply`): it reads the request's history and answers with one tool-call round
+after another, then a final text, so a real agent loop can run against it. The shaping code
+below only looks at profile fields, never at profile names: a new quirk is a new field, and a
+new provider is a new row in `PROFILES`. Where each quirk was seen: the project's QUIRKS.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import random
+import re
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from enum import Enum
+from types import MappingProxyType
+from typing import Any
+
+import orjson
+
+JSON = dict[str, Any]
+
+
+class IdStyle(Enum):
+    """Templates: {i} counts calls per response, {k} across the conversation's tool calls."""
+
+    OPENAI = "call_<24 random base62>"
+    KIMI_RESPONSE = "functions.{name}:{i}"
+    KIMI_HISTORY = "functions.{name}:{k}"
+    NAME_INDEX = "{name}_{i}"
+    CALL_INDEX = "call_{i}"
+    BARE = "{i}"
+    INT = "<the number i>"
+    EMPTY = ""
+    MISSING = "<no id key>"
+
+
+class IndexStyle(Enum):
+    PER_CALL = "per-call"  # 0, 1, ... as OpenAI does
+    ABSENT = "absent"  # no index key
+    ZERO = "zero"  # every call at index 0
+
+
+class LaterId(Enum):  # what a call's deltas after the first carry as `id`
+    NONE = "none"
+    SAME = "same"
+    NULL_STRING = "null-string"
+    FRESH = "fresh"  # a new random id on every delta
+
+
+class Replay(Enum):
+    NONE = "none"
+    ONCE = "once"  # round 2 re-emits round 1's call, exactly once per conversation
+    LOOP = "loop"  # every turn after round 1 re-emits the latest call, forever
+    MIXED = "mixed"  # round 2 re-emits round 1's call next to one fresh call
+
+
+class Fault(Enum):
+    RATE_LIMIT = "429"
+    SERVER_ERROR = "500"
+    RESET = "reset"
+    STALL = "stall"
+    HANG = "hang"
+    GARBAGE = "garbage"
+    HUGE = "huge"
+    DRIP = "drip"
+    CRLF = "crlf"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Profile:
+    name: str
+    text_only: bool = False  # no tool rounds: content in `chunks` pieces (benchmarks)
+    id_style: IdStyle = IdStyle.OPENAI
+    calls_per_round: int = 1
+    duplicate_call: bool = False  # the second call copies the first's id, name and arguments
+    index: IndexStyle = IndexStyle.PER_CALL
+    whole_call: bool = False  # the arguments in the first delta instead of fragments
+    later_id: LaterId = LaterId.NONE
+    repeat_name_type: bool = False  # `type` and `function.name` on every delta
+    args_as_object: bool = False
+    final_flush: bool = False  # the complete arguments once more after the fragments
+    tool_finish: str = "tool_calls"
+    terminate: bool = True  # send finish_reason and [DONE] at all
+    preamble: tuple[str, ...] = ("Let me ", "run ", "that.")
+    obfuscation: bool = False
+    replay: Replay = Replay.NONE
+    kimi_history_check: bool = False  # leak raw markup when history ids are not Kimi's own
+    fault: Fault | None = None
+    # Options, settable per request as `model+key=value` (see `profile_for_model`).
+    rounds: int = 3
+    chunks: int = 200
+    delay_ms: float = 0.0
+    stall_s: float = 30.0
+    kb: int = 1024
+
+
+OPTIONS = ("rounds", "chunks", "delay_ms", "stall_s", "kb")
+
+_ALL = (
+    Profile(name="reference", obfuscation=True),
+    Profile(name="kimi", id_style=IdStyle.KIMI_RESPONSE),
+    Profile(name="kimi-vllm", id_style=IdStyle.KIMI_HISTORY, kimi_history_check=True),
+    Profile(name="name-index", id_style=IdStyle.NAME_INDEX, calls_per_round=2),
+    Profile(name="call-index", id_style=IdStyle.CALL_INDEX),
+    Profile(
+        name="repeat-fields",
+        id_style=IdStyle.CALL_INDEX,
+        later_id=LaterId.SAME,
+        repeat_name_type=True,
+    ),
+    Profile(
+        name="no-index",
+        id_style=IdStyle.CALL_INDEX,
+        index=IndexStyle.ABSENT,
+        whole_call=True,
+        tool_finish="stop",
+        preamble=(),
+    ),
+    Profile(name="empty-id", id_style=IdStyle.EMPTY),
+    Profile(
+        name="missing-id",
+        id_style=IdStyle.MISSING,
+        whole_call=True,
+        args_as_object=True,
+        preamble=(),
+    ),
+    Profile(
+        name="index0-parallel",
+        id_style=IdStyle.BARE,
+        calls_per_round=2,
+        index=IndexStyle.ZERO,
+        later_id=LaterId.SAME,
+        preamble=(),
+    ),
+    Profile(name="id-every-delta", later_id=LaterId.FRESH),
+    Profile(name="null-id", id_style=IdStyle.CALL_INDEX, later_id=LaterId.NULL_STRING),
+    Profile(name="int-id", id_style=IdStyle.INT, calls_per_round=2),
+    Profile(name="final-flush", final_flush=True),
+    Profile(name="no-finish", terminate=False),
+    Profile(name="replay-once", id_style=IdStyle.NAME_INDEX, replay=Replay.ONCE),
+    Profile(name="replay-loop", id_style=IdStyle.NAME_INDEX, replay=Replay.LOOP),
+    Profile(name="replay-mixed", id_style=IdStyle.NAME_INDEX, replay=Replay.MIXED),
+    Profile(name="dup-in-response", id_style=IdStyle.NAME_INDEX, duplicate_call=True),
+    Profile(name="fast", text_only=True),
+    Profile(name="paced", text_only=True, chunks=64, delay_ms=20.0),
+    Profile(name="fault-429", fault=Fault.RATE_LIMIT),
+    Profile(name="fault-500", fault=Fault.SERVER_ERROR),
+    Profile(name="fault-reset", fault=Fault.RESET),
+    Profile(name="fault-stall", fault=Fault.STALL),
+    Profile(name="fault-hang", fault=Fault.HANG),
+    Profile(name="fault-garbage", fault=Fault.GARBAGE),
+    Profile(name="fault-huge", text_only=True, fault=Fault.HUGE, chunks=1),
+    # Non-ASCII text, so dripping one byte at a time also splits UTF-8 characters.
+    Profile(name="fault-drip", fault=Fault.DRIP, preamble=("Let me run ", "that… ✓")),
+    Profile(name="fault-crlf", fault=Fault.CRLF),
+)
+PROFILES: Mapping[str, Profile] = MappingProxyType({p.name: p for p in _ALL})
+
+DEFAULT_PROFILE = "kimi"
+
+
+def profile_for_model(model: str) -> Profile:
+    """The profile a request's `model` selects, with its `+key=value` options applied.
+
+    `reference+rounds=5` is the reference profile with 5 rounds; `kimi-k2/replay-once` is
+    replay-once (the last `/` segment may name the profile, so a model name can also contain
+    "kimi"); any other name is the Kimi-like demo default. Raises ValueError on a malformed or
+    unknown option, so a typo in a test fails loudly instead of running the defaults.
+    """
+    base, *raw_options = model.split("+")
+    key = base.strip().lower()
+    profile = PROFILES.get(key) or PROFILES.get(key.rsplit("/", 1)[-1]) or PROFILES[DEFAULT_PROFILE]
+    # A proxy serving a Kimi model translates history ids to functions.{name}:{k}; replaying
+    # the upstream's own shape keeps the replay recognisable behind such a proxy.
+    if profile.replay is not Replay.NONE and "kimi" in model.lower():
+        profile = replace(profile, id_style=IdStyle.KIMI_HISTORY)
+    options: dict[str, Any] = {}  # Any: `replace` checks each field's type, not a union
+    for raw in raw_options:
+        name, sep, value = (part.strip() for part in raw.partition("="))
+        if not sep or name not in OPTIONS:
+            raise ValueError(f"unknown simulator option {raw!r}; known: {', '.join(OPTIONS)}")
+        kind = type(getattr(profile, name))
+        try:
+            number = kind(value)
+        except ValueError:
+            raise ValueError(f"simulator option {name}={value!r} is not a number") from None
+        if number < 0:
+            raise ValueError(f"simulator option {name} must not be negative")
+        options[name] = number
+    return replace(profile, **options) if options else profile
+
+
+# --- the scripted agent model ---------------------------------------------------------------
+
+_BASE62 = string.ascii_letters + string.digits
+_KIMI_ID = re.compile(r"functions\.[\w\-]+:(\d+)")
+
+
+def random_id(prefix: str = "call_", length: int = 24) -> str:
+    # Not `secrets`: ids must not collide, need not be unguessable, and benchmarks mint many.
+    return prefix + "".join(random.choices(_BASE62, k=length))
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedCall:
+    name: str
+    arguments: str
+    call_id: str | int | None  # None: the call carries no id key
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    content: tuple[str, ...]
+    calls: tuple[PlannedCall, ...] = ()
+    finish_reason: str | None = "stop"  # None: the profile sends no finish_reason
+    kimi_history_ok: bool | None = None  # None: the profile does not check
+
+
+@dataclass(frozen=True, slots=True)
+class _History:
+    calls: list[JSON]  # every tool call of every assistant message, in order
+    call_rounds: int  # assistant messages with tool calls
+    fresh_rounds: int  # ... that hold a call not seen before (replays and reruns do not count)
+
+
+def _tools(raw: object) -> list[tuple[str, str]]:
+    """(name, argument name) per offered tool: the first required, else declared, property."""
+    tools: list[tuple[str, str]] = []
+    for entry in raw if isinstance(raw, list) else []:
+        fn = entry.get("function") if isinstance(entry, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            continue
+        params = fn.get("parameters")
+        params = params if isinstance(params, dict) else {}
+        required, props = params.get("required"), params.get("properties")
+        names = [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
+        names += list(props) if isinstance(props, dict) else []
+        tools.append((fn["name"], names[0] if names else "command"))
+    return tools or [("run_shell_command", "command")]
+
+
+def _name_and_arguments(call: JSON) -> tuple[str, str]:
+    fn = call.get("function")
+    fn = fn if isinstance(fn, dict) else {}
+    name, args = fn.get("name"), fn.get("arguments")
+    return str(name), args if isinstance(args, str) else orjson.dumps(args).decode()
+
+
+def _fingerprint(call: JSON) -> tuple[str, str]:
+    name, text = _name_and_arguments(call)
+    with contextlib.suppress(orjson.JSONDecodeError):  # not JSON: compared as the raw string
+        text = orjson.dumps(orjson.loads(text), option=orjson.OPT_SORT_KEYS).decode()
+    return name, text
+
+
+def _history(messages: list[Any]) -> _History:
+    calls: list[JSON] = []
+    seen: set[tuple[str, str]] = set()
+    call_rounds = fresh_rounds = 0
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        raw = message.get("tool_calls")
+        round_calls = [c for c in raw if isinstance(c, dict)] if isinstance(raw, list) else []
+        if round_calls:
+            prints = {_fingerprint(c) for c in round_calls}
+            call_rounds, fresh_rounds = call_rounds + 1, fresh_rounds + bool(prints - seen)
+            seen |= prints
+            calls += round_calls
+    return _History(calls, call_rounds, fresh_rounds)
+
+
+def _kimi_history_ok(calls: list[JSON]) -> bool:
+    for k, call in enumerate(calls):
+        match = _KIMI_ID.fullmatch(call_id) if isinstance(call_id := call.get("id"), str) else None
+        if match is None or int(match.group(1)) != k:
+            return False
+    return True
+
+
+def _mint_id(style: IdStyle, name: str, position: int, history_calls: int) -> str | int | None:
+    if style is IdStyle.OPENAI:
+        return random_id()
+    if style is IdStyle.INT:
+        return position
+    if style is IdStyle.MISSING:
+        return None
+    return str(style.value).format(name=name, i=position, k=history_calls + position)
+
+
+def _replayed(call: JSON) -> PlannedCall:
+    # The id exactly as the incoming history spells it: behind a proxy that is the upstream id
+    # the proxy translated to, which is what a real replaying upstream sends back.
+    raw_id = call.get("id")
+    return PlannedCall(
+        *_name_and_arguments(call), raw_id if isinstance(raw_id, str | int) else None
+    )
+
+
+def _split_text(text: str, parts: int) -> tuple[str, ...]:
+    size = max(1, -(-len(text) // parts))
+    return tuple(text[i : i + size] for i in range(0, len(text), size))
+
+
+@functools.lru_cache(maxsize=32)  # benchmarks ask for the same text thousands of times
+def _text_body(profile: Profile) -> tuple[str, ...]:
+    if profile.fault is Fault.HUGE:
+        size = profile.kb * 1024
+        return (("simulated payload " * (size // 18 + 1))[:size],)
+    return tuple(f"word{i} " for i in range(max(1, profile.chunks)))
+
+
+def plan_reply(profile: Profile, body: JSON) -> Reply:
+    """What the scripted model answers to this request (ids already minted)."""
+    if profile.text_only:
+        return Reply(_text_body(profile))
+    messages = body.get("messages")
+    history = _history(messages if isinstance(messages, list) else [])
+    kimi_ok = _kimi_history_ok(history.calls) if profile.kimi_history_check else None
+    tools = _tools(body.get("tools"))
+    done, rnd = len(history.calls), history.fresh_rounds + 1
+
+    def fresh(i: int) -> PlannedCall:
+        name, arg = tools[min(i, len(tools) - 1)]  # a second tool, if any, for parallel calls
+        args = orjson.dumps({arg: f"echo round-{rnd}-{i}"}).decode()
+        return PlannedCall(name, args, _mint_id(profile.id_style, name, i, done))
+
+    calls: tuple[PlannedCall, ...]
+    if profile.replay is Replay.LOOP and history.call_rounds >= 1:
+        calls = (_replayed(history.calls[-1]),)
+    elif profile.replay is not Replay.NONE and history.call_rounds == 1:
+        first = _replayed(history.calls[0])
+        calls = (first, fresh(1)) if profile.replay is Replay.MIXED else (first,)
+    elif history.fresh_rounds >= profile.rounds:
+        return Reply(_split_text(f"All {profile.rounds} rounds done.", 3), (), "stop", kimi_ok)
+    elif profile.duplicate_call:
+        calls = (fresh(0),) * 2
+    else:
+        calls = tuple(fresh(i) for i in range(profile.calls_per_round))
+    if kimi_ok is False:
+        # A confused Kimi copies the foreign id shape, its parser fails and the call leaks.
+        markup = "".join(
+            f"<|tool_call_begin|>functions.{c.name}:{done + i}<|tool_call_argument_begin|>"
+            f"{c.arguments}<|tool_call_end|>"
+            for i, c in enumerate(calls)
+        )
+        markup = f"<|tool_calls_section_begin|>{markup}<|tool_calls_section_end|>"
+        return Reply(profile.preamble + _split_text(markup, 4), (), "stop", False)
+    finish = profile.tool_finish if profile.terminate else None
+    return Reply(profile.preamble, calls, finish, kimi_ok)
+
+
+# --- shaping tool calls into deltas and messages ----------------------------------------------
+
+
+def arguments_value(profile: Profile, call: PlannedCall) -> object:
+    if profile.args_as_object:
+        with contextlib.suppress(orjson.JSONDecodeError):
+            return orjson.loads(call.arguments)
+    return call.arguments
+
+
+def tool_call_deltas(profile: Profile, calls: tuple[PlannedCall, ...]) -> list[JSON]:
+    """The `delta` objects (one per chunk) that stream `calls` in the profile's shape."""
+    deltas: list[JSON] = []
+    for position, call in enumerate(calls):
+        head: JSON = {} if profile.index is IndexStyle.ABSENT else {"index": 0}
+        if profile.index is IndexStyle.PER_CALL:
+            head["index"] = position
+        later: JSON = dict(head)
+        if call.call_id is not None:
+            head["id"] = call.call_id
+        if profile.later_id is LaterId.SAME and call.call_id is not None:
+            later["id"] = call.call_id
+        elif profile.later_id is LaterId.NULL_STRING:
+            later["id"] = "null"
+        head["type"] = "function"
+        if profile.repeat_name_type:
+            later["type"] = "function"
+        first_args = arguments_value(profile, call) if profile.whole_call else ""
+        head["function"] = {"name": call.name, "arguments": first_args}
+        deltas.append({"tool_calls": [head]})
+        # At least three fragments, cut through keys and values as real servers do.
+        pieces = [] if profile.whole_call else list(_split_text(call.arguments, 4))
+        if profile.final_flush:
+            pieces.append(call.arguments)
+        for piece in pieces:
+            fn: JSON = {"name": call.name} if profile.repeat_name_type else {}
+            delta = {**later, "function": {**fn, "arguments": piece}}
+            if profile.later_id is LaterId.FRESH:
+                delta["id"] = random_id()
+            deltas.append({"tool_calls": [delta]})
+    return deltas
