@@ -185,7 +185,8 @@ class ChatHandler:
         ids: ResponseIds,
         upstream_body: dict[str, Any],
     ) -> None:
-        core = StreamSanitizer(ids)
+        text_calls = req.route.text_tool_calls == "auto"
+        core = StreamSanitizer(ids, text_tool_calls=text_calls)
         facts = ids.facts
         followup_response: httpx.Response | None = None
         try:
@@ -207,7 +208,7 @@ class ChatHandler:
                     return
                 self._answered(req, followup.replays)
                 ids = ResponseIds(facts, req.route.ids, ids.guard)
-                core = StreamSanitizer(ids, carry=followup.carry)
+                core = StreamSanitizer(ids, carry=followup.carry, text_tool_calls=text_calls)
                 try:
                     followup_response = response = await self._open(
                         req, orjson.dumps(upstream_body)
@@ -320,7 +321,9 @@ class ChatHandler:
         facts: HistoryFacts = ids.facts
         while True:
             try:
-                result = sanitize_completion(parsed, ids)
+                result = sanitize_completion(
+                    parsed, ids, text_tool_calls=req.route.text_tool_calls == "auto"
+                )
             except ReplayLoopDetected as exc:
                 self._tripped(req, exc)
                 raise

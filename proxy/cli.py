@@ -18,6 +18,7 @@ from typing import Any
 from proxy import __version__
 from proxy.config import (
     DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_DRAIN_TIMEOUT,
     DEFAULT_HOST,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_FOLLOWUPS,
@@ -25,12 +26,17 @@ from proxy.config import (
     DEFAULT_READ_TIMEOUT,
     DIALECTS,
     IDS_POLICIES,
+    LOG_LEVELS,
     SIMULATOR_MOUNT,
     ConfigError,
     Route,
     Settings,
+    cors_origin,
     load_yaml_routes,
     parse_bool,
+    parse_choice,
+    parse_number,
+    upstream_base_url,
 )
 
 ENV_PREFIX = "TOOLCALL_PROXY_"
@@ -116,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     sanitize.add_argument("--explain", action="store_true", help="one line per decision on stderr")
     sanitize.add_argument("--ids", choices=IDS_POLICIES, default="auto")
     sanitize.add_argument("--dialect", choices=DIALECTS, default="auto")
+    sanitize.add_argument("--text-tool-calls", choices=("auto", "off"), default="auto")
     check = sub.add_parser("check-config", help="validate a YAML routes file")
     check.add_argument("file")
     return parser
@@ -141,49 +148,67 @@ def build_settings(args: argparse.Namespace) -> Settings:
         raise ConfigError("arguments", str(exc)) from None
 
 
+def _label(flag: str) -> str:
+    """How a flag is named in an error: both its spellings, so either source can be fixed."""
+    return f"--{flag} ({ENV_PREFIX}{flag.upper().replace('-', '_')})"
+
+
+def _flag_number(args: argparse.Namespace, flag: str, **checks: bool) -> Any:
+    value = _pick(args, flag)
+    return None if value is None else parse_number(value, _label(flag), None, **checks)
+
+
 def _build_settings(args: argparse.Namespace) -> Settings:
     defaults = Route(name="default", upstream="")
     overrides: dict[str, object] = {}
     for flag, key in (("connect-timeout", "connect_timeout"), ("read-timeout", "read_timeout")):
-        value = _pick(args, flag)
-        if value is not None:
-            overrides[key] = float(str(value))
-    for flag, key in (
-        ("ids", "ids"),
-        ("dialect", "dialect"),
-        ("text-tool-calls", "text_tool_calls"),
+        seconds = _flag_number(args, flag, positive=True)
+        if seconds is not None:
+            overrides[key] = float(seconds)
+    for flag, key, allowed in (
+        ("ids", "ids", IDS_POLICIES),
+        ("dialect", "dialect", DIALECTS),
+        ("text-tool-calls", "text_tool_calls", ("auto", "off")),
     ):
         value = _pick(args, flag)
         if value is not None:
-            overrides[key] = str(value).lower()
+            overrides[key] = parse_choice(value, allowed, _label(flag), None)
     guard = _pick(args, "replay-guard")
     if guard is not None:
-        overrides["replay_guard"] = parse_bool(guard, "--replay-guard")
-    followups = _pick(args, "max-followups")
+        overrides["replay_guard"] = parse_bool(guard, _label("replay-guard"))
+    followups = _flag_number(args, "max-followups", integer=True)
     if followups is not None:
-        overrides["max_followups"] = int(str(followups))
+        overrides["max_followups"] = followups
     key_env = _pick(args, "upstream-key-env")
     if key_env:
         overrides["upstream_key_env"] = str(key_env)
     defaults = replace(defaults, **overrides)  # type: ignore[arg-type]
-    if defaults.ids not in IDS_POLICIES:
-        raise ConfigError("ids", f"expected one of {', '.join(IDS_POLICIES)}")
-    if defaults.dialect not in DIALECTS:
-        raise ConfigError("dialect", f"expected one of {', '.join(DIALECTS)}")
 
-    top: dict[str, object] = {}
+    top: dict[str, Any] = {}
     routes: tuple[Route, ...] = ()
     config = _pick(args, "config")
     if config:
-        top, routes = load_yaml_routes(Path(str(config)).read_text(encoding="utf-8"), defaults)
-    host = str(_pick(args, "host", top.get("host")) or DEFAULT_HOST)
-    port = int(str(_pick(args, "port", top.get("port")) or DEFAULT_PORT))
+        try:
+            text = Path(str(config)).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(_label("config"), f"cannot read {config}: {exc.strerror}") from None
+        top, routes = load_yaml_routes(text, defaults)
+
+    def setting(flag: str, key: str, default: Any, **checks: bool) -> Any:
+        """Flag, then environment (both checked here), then the YAML value (checked on load)."""
+        value = _flag_number(args, flag, **checks)
+        if value is not None:
+            return value
+        return top[key] if top.get(key) is not None else default
+
+    host = str(_pick(args, "host") or top.get("host") or DEFAULT_HOST)
+    port = setting("port", "port", DEFAULT_PORT, integer=True)
+    if port > 65535:
+        raise ConfigError(_label("port"), f"expected 0 to 65535, got {port}")
     upstream = _pick(args, "upstream")
     simulated = False
     if upstream:
-        url = str(upstream).rstrip("/")
-        if not url.startswith(("http://", "https://")):
-            raise ConfigError("upstream", f"expected an http:// or https:// URL, got {upstream!r}")
+        url = upstream_base_url(upstream, _label("upstream"))
         routes = (*routes, replace(defaults, name="default", upstream=url))
     elif not routes:
         simulated = True
@@ -198,24 +223,37 @@ def _build_settings(args: argparse.Namespace) -> Settings:
     keys = tuple(
         k.strip() for k in (os.environ.get(ENV_PREFIX + "KEYS") or "").split(",") if k.strip()
     )
-    cors = top.get("cors_origins") or os.environ.get(ENV_PREFIX + "CORS_ORIGINS", "")
-    cors_origins = (
-        tuple(cors)
-        if isinstance(cors, list)
-        else tuple(o.strip() for o in str(cors).split(",") if o.strip())
+    # The environment wins over the YAML file, as for every other setting.
+    cors_env = os.environ.get(ENV_PREFIX + "CORS_ORIGINS")
+    if cors_env:
+        cors_origins = tuple(
+            cors_origin(o, ENV_PREFIX + "CORS_ORIGINS") for o in cors_env.split(",") if o.strip()
+        )
+    else:
+        cors_origins = tuple(top.get("cors_origins") or ())
+    log_level = _pick(args, "log-level")
+    log_level = (
+        parse_choice(log_level, LOG_LEVELS, _label("log-level"), None)
+        if log_level is not None
+        else top.get("log_level", "info")
     )
+    workers = _flag_number(args, "workers", integer=True, positive=True) or 1
     return Settings(
         routes=routes,
         host=host,
         port=port,
-        log_level=str(_pick(args, "log-level", top.get("log_level")) or "info").lower(),
-        workers=int(str(_pick(args, "workers") or 1)),
-        max_body_bytes=int(
-            str(_pick(args, "max-body-bytes", top.get("max_body_bytes")) or DEFAULT_MAX_BODY_BYTES)
+        log_level=str(log_level),
+        workers=workers,
+        max_body_bytes=setting(
+            "max-body-bytes",
+            "max_body_bytes",
+            DEFAULT_MAX_BODY_BYTES,
+            integer=True,
+            positive=True,
         ),
         proxy_keys=keys,
         cors_origins=cors_origins,
-        drain_timeout=float(str(_pick(args, "drain-timeout", top.get("drain_timeout")) or 30.0)),
+        drain_timeout=float(setting("drain-timeout", "drain_timeout", DEFAULT_DRAIN_TIMEOUT)),
         simulated=simulated,
     )
 
@@ -278,14 +316,20 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _check_config(args: argparse.Namespace) -> int:
+    """Exit 0 and list the routes, or name the file, line and field of the first mistake."""
     try:
         text = Path(args.file).read_text(encoding="utf-8")
-        _, routes = load_yaml_routes(text, Route(name="default", upstream=""))
     except OSError as exc:
         print(f"{args.file}: cannot read: {exc.strerror}", file=sys.stderr)
         return 2
+    except UnicodeDecodeError:
+        print(f"{args.file}: cannot read: not UTF-8 text", file=sys.stderr)
+        return 2
+    try:
+        _, routes = load_yaml_routes(text, Route(name="default", upstream=""))
     except ConfigError as exc:
-        print(f"{args.file}: {exc}", file=sys.stderr)
+        where = f"{args.file}:{exc.line}" if exc.line else args.file
+        print(f"{where}: {exc.field_name}: {exc.detail}", file=sys.stderr)
         return 1
     if not routes:
         print(f"{args.file}: routes: no routes defined", file=sys.stderr)

@@ -50,7 +50,10 @@ def run_sanitize(args: argparse.Namespace) -> int:
                     f"history: id {item.client_id!r} ({item.name}) -> upstream {item.upstream_id!r}",
                     file=sys.stderr,
                 )
-    core = StreamSanitizer(ResponseIds(translated.facts, args.ids, GuardState()))
+    core = StreamSanitizer(
+        ResponseIds(translated.facts, args.ids, GuardState()),
+        text_tool_calls=args.text_tool_calls == "auto",
+    )
     try:
         source = sys.stdin.buffer if args.stream == "-" else open(args.stream, "rb")  # noqa: SIM115
     except OSError as exc:

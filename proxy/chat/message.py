@@ -18,6 +18,7 @@ from proxy.chat.guard import Replay
 from proxy.chat.ids import normalize_raw_id
 from proxy.chat.notes import CallDropped, DeltaRepaired, IdRewritten, Note
 from proxy.chat.stream import Carry, add_usage
+from proxy.chat.textcalls import RecoveredCall, TextCallScanner
 
 
 @dataclass(slots=True)
@@ -39,7 +40,9 @@ class MessageResult:
     content: str
 
 
-def sanitize_completion(body: dict[str, Any], ids: ResponseIds) -> MessageResult:
+def sanitize_completion(
+    body: dict[str, Any], ids: ResponseIds, *, text_tool_calls: bool = False
+) -> MessageResult:
     notes: list[Note] = []
     changed = False
     followup_replays: list[Replay] = []
@@ -53,6 +56,10 @@ def sanitize_completion(body: dict[str, Any], ids: ResponseIds) -> MessageResult
         message = choice["message"]
         state = ids.choice(index)
         calls = message.get("tool_calls")
+        if text_tool_calls and ids.facts.offered_tools and isinstance(message.get("content"), str):
+            recovered = _recover_text_calls(message, ids.facts.offered_tools, notes)
+            if recovered:
+                calls = [*calls, *recovered] if isinstance(calls, list) else recovered
         if calls is not None:
             changed = True
             kept = _sanitize_calls(calls, index, state, ids, notes)
@@ -76,6 +83,30 @@ def sanitize_completion(body: dict[str, Any], ids: ResponseIds) -> MessageResult
             followup_replays = list(state.replays)
             content = message.get("content") if isinstance(message.get("content"), str) else ""
     return MessageResult(body, changed, notes, followup_replays, content)
+
+
+def _recover_text_calls(
+    message: dict[str, Any], offered: frozenset[str], notes: list[Note]
+) -> list[dict[str, Any]]:
+    """Markup left in `content` becomes tool calls; the text around it stays."""
+    scanner = TextCallScanner(offered)
+    segments = scanner.feed(message["content"]) + scanner.end()
+    if not scanner.recovered:
+        return []
+    text = "".join(s for s in segments if isinstance(s, str))
+    message["content"] = text or None
+    recovered = []
+    for segment in segments:
+        if isinstance(segment, RecoveredCall):
+            notes.append(DeltaRepaired(kind="text_tool_call", detail=segment.format))
+            recovered.append(
+                {
+                    "id": segment.raw_id,
+                    "type": "function",
+                    "function": {"name": segment.name, "arguments": segment.arguments},
+                }
+            )
+    return recovered
 
 
 def _sanitize_calls(

@@ -25,6 +25,7 @@ import orjson
 from proxy.chat.decide import ChoiceIds, ResponseIds, Verdict
 from proxy.chat.guard import Replay
 from proxy.chat.notes import CallDropped, DeltaRepaired, IdRewritten, Note
+from proxy.chat.textcalls import RecoveredCall, TextCallScanner
 from proxy.errors import ReplayLoopDetected
 from proxy.sse import DONE_EVENT, SSEDecoder, SSEEvent, encode_event
 
@@ -85,6 +86,7 @@ class ChoiceState:
     by_index: dict[int, CallSlot] = field(default_factory=dict)
     last: CallSlot | None = None
     finished: bool = False
+    scanner: TextCallScanner | None = None  # only when text tool calls are recovered
 
 
 @dataclass(slots=True)
@@ -136,7 +138,9 @@ def add_usage(total: dict[str, Any] | None, usage: object) -> dict[str, Any] | N
 class StreamSanitizer:
     """Sans-IO: `feed(bytes) -> list[bytes]`, `end() -> list[bytes]`; decisions in `notes`."""
 
-    def __init__(self, ids: ResponseIds, *, carry: Carry | None = None):
+    def __init__(
+        self, ids: ResponseIds, *, carry: Carry | None = None, text_tool_calls: bool = False
+    ):
         self.ids = ids
         self.notes: list[Note] = []
         self.followup: FollowupNeeded | None = None
@@ -154,6 +158,8 @@ class StreamSanitizer:
         self._content: list[bytes | str] = []
         self._saw_raw_choice = False
         self._usage_sent = False
+        # Markup is only turned into calls when the request offered tools (issue: text calls).
+        self._text_calls = text_tool_calls and bool(ids.facts.offered_tools)
 
     # -- input -------------------------------------------------------------------------------
 
@@ -221,7 +227,12 @@ class StreamSanitizer:
     def _must_parse(self, data: bytes) -> bool:
         if self._envelope is None or self._continuation or not self._single:
             return True
-        return b"tool_calls" in data or (b"finish_reason" in data and _has_live_finish(data))
+        if b"tool_calls" in data or (b"finish_reason" in data and _has_live_finish(data)):
+            return True
+        return self._text_calls and (_may_hold_markup(data) or self._holding_text())
+
+    def _holding_text(self) -> bool:
+        return any(s.scanner is not None and s.scanner.holding for s in self._choices.values())
 
     # -- chunks --------------------------------------------------------------------------------
 
@@ -292,6 +303,8 @@ class StreamSanitizer:
         changed = False
         emitted: list[dict[str, Any]] = []
         if isinstance(delta, dict):
+            if self._text_calls and isinstance(delta.get("content"), str) and delta["content"]:
+                changed = self._scan_text(state, delta, emitted) or changed
             if self._armed and isinstance(delta.get("content"), str):
                 self._content.append(delta["content"])
             if "tool_calls" in delta:
@@ -299,7 +312,12 @@ class StreamSanitizer:
                 emitted = self._tool_calls(state, delta.pop("tool_calls"))
         reason = choice.get("finish_reason")
         if reason is not None and not state.finished:
-            emitted.extend(self._finish(state))
+            released = self._finish(state, emitted)
+            if released:
+                if not isinstance(delta, dict):
+                    delta = choice["delta"] = {}
+                delta["content"] = (delta.get("content") or "") + released
+                changed = True
             fixed = self._finish_reason(state, reason)
             if fixed != reason:
                 choice["finish_reason"] = fixed
@@ -320,6 +338,39 @@ class StreamSanitizer:
         return "changed" if changed else "same"
 
     # -- tool calls ----------------------------------------------------------------------------
+
+    def _scan_text(
+        self, state: ChoiceState, delta: dict[str, Any], out: list[dict[str, Any]]
+    ) -> bool:
+        """Content passes through the markup scanner; True when the delta changed."""
+        if state.scanner is None:
+            state.scanner = TextCallScanner(self.ids.facts.offered_tools)
+        original = delta["content"]
+        text = self._text_segments(state, state.scanner.feed(original), out)
+        if text == original:
+            return False
+        if text:
+            delta["content"] = text
+        else:
+            del delta["content"]
+        return True
+
+    def _text_segments(
+        self, state: ChoiceState, segments: list[str | RecoveredCall], out: list[dict[str, Any]]
+    ) -> str:
+        text: list[str] = []
+        for segment in segments:
+            if isinstance(segment, str):
+                text.append(segment)
+                continue
+            slot = self._new_slot(state, None)
+            slot.raw_id = segment.raw_id
+            slot.name_ = segment.name
+            slot.add_arguments(segment.arguments)
+            slot.complete = True
+            self.notes.append(DeltaRepaired(kind="text_tool_call", detail=segment.format))
+            self._try_header(state, slot, out, finishing=False)
+        return "".join(text)
 
     def _tool_calls(self, state: ChoiceState, raw: object) -> list[dict[str, Any]]:
         if isinstance(raw, dict):
@@ -489,10 +540,15 @@ class StreamSanitizer:
 
     # -- finishing ----------------------------------------------------------------------------
 
-    def _finish(self, state: ChoiceState) -> list[dict[str, Any]]:
-        """Release what was held and make every delivered call's arguments parseable."""
+    def _finish(self, state: ChoiceState, out: list[dict[str, Any]]) -> str:
+        """Release what was held and make every delivered call's arguments parseable.
+
+        Appends tool-call deltas to `out`; returns held text the scanner released.
+        """
         state.finished = True
-        out: list[dict[str, Any]] = []
+        released = ""
+        if state.scanner is not None:
+            released = self._text_segments(state, state.scanner.end(), out)
         for slot in state.slots:
             if slot.state is SlotState.PENDING:
                 self._try_header(state, slot, out, finishing=True)
@@ -500,7 +556,7 @@ class StreamSanitizer:
                 slot._args = ["{}"]
                 self.notes.append(DeltaRepaired(kind="empty_arguments"))
                 out.append({"index": slot.client_index, "function": {"arguments": "{}"}})
-        return out
+        return released
 
     def _finish_reason(self, state: ChoiceState, reason: object) -> object:
         if state.ids.delivered and reason in ("stop", "tool_calls", "function_call", "eos", None):
@@ -536,12 +592,15 @@ class StreamSanitizer:
             for index, state in sorted(self._choices.items()):
                 if state.finished:
                     continue
-                emitted = self._finish(state)
+                emitted: list[dict[str, Any]] = []
+                released = self._finish(state, emitted)
                 reason = self._finish_reason(state, None) or "stop"
                 if self._single and self._wants_followup(state):
                     self._start_followup()
                     break
-                delta: dict[str, Any] = {"tool_calls": _merge_fragments(emitted)} if emitted else {}
+                delta: dict[str, Any] = {"content": released} if released else {}
+                if emitted:
+                    delta["tool_calls"] = _merge_fragments(emitted)
                 out.append(
                     self._synthetic({"index": index, "delta": delta, "finish_reason": reason})
                 )
@@ -589,6 +648,15 @@ class StreamSanitizer:
 
 
 _DROP = object()
+
+
+def _may_hold_markup(data: bytes) -> bool:
+    """Could this raw chunk's content start (part of) a tool-call marker? No JSON parse.
+
+    Every marker starts with `<` or `[` (`\\u003c` when a server escapes it); `["` catches a
+    content string that ends in `[`, since the envelope itself never contains that pair.
+    """
+    return b"<" in data or b"[T" in data or b'["' in data or b"\\u003c" in data
 
 
 def _merge_fragments(deltas: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -91,6 +91,7 @@ class Profile:
     obfuscation: bool = False
     replay: Replay = Replay.NONE
     kimi_history_check: bool = False  # leak raw markup when history ids are not Kimi's own
+    leak: str | None = None  # a server with its tool parser off: calls arrive as this markup
     fault: Fault | None = None
     # Options, settable per request as `model+key=value` (see `profile_for_model`).
     rounds: int = 3
@@ -101,6 +102,7 @@ class Profile:
 
 
 OPTIONS = ("rounds", "chunks", "delay_ms", "stall_s", "kb")
+LEAK_FORMATS = ("kimi", "hermes", "qwen3-coder", "deepseek", "llama", "mistral")
 
 _ALL = (
     Profile(name="reference", obfuscation=True),
@@ -147,6 +149,8 @@ _ALL = (
     Profile(name="replay-loop", id_style=IdStyle.NAME_INDEX, replay=Replay.LOOP),
     Profile(name="replay-mixed", id_style=IdStyle.NAME_INDEX, replay=Replay.MIXED),
     Profile(name="dup-in-response", id_style=IdStyle.NAME_INDEX, duplicate_call=True),
+    # Tool parser off: the calls arrive inside `content` as each model family's markup.
+    *(Profile(name=f"leak-{fmt}", leak=fmt) for fmt in LEAK_FORMATS),
     Profile(name="fast", text_only=True),
     Profile(name="paced", text_only=True, chunks=64, delay_ms=20.0),
     Profile(name="fault-429", fault=Fault.RATE_LIMIT),
@@ -352,8 +356,51 @@ def plan_reply(profile: Profile, body: JSON) -> Reply:
         )
         markup = f"<|tool_calls_section_begin|>{markup}<|tool_calls_section_end|>"
         return Reply(profile.preamble + _split_text(markup, 4), (), "stop", False)
+    if profile.leak is not None:
+        # Small pieces, so markers are split across chunks (and UTF-8 tokens across bytes).
+        return Reply(
+            profile.preamble + _split_text(leak_markup(profile.leak, calls), 9), (), "stop"
+        )
     finish = profile.tool_finish if profile.terminate else None
     return Reply(profile.preamble, calls, finish, kimi_ok)
+
+
+def leak_markup(fmt: str, calls: tuple[PlannedCall, ...]) -> str:
+    """The text a model writes for `calls` when its server does not parse tool calls."""
+    if fmt == "kimi":
+        inner = "".join(
+            f"<|tool_call_begin|>functions.{c.name}:{i}<|tool_call_argument_begin|>"
+            f"{c.arguments}<|tool_call_end|>"
+            for i, c in enumerate(calls)
+        )
+        return f"<|tool_calls_section_begin|>{inner}<|tool_calls_section_end|>"
+    if fmt == "hermes":
+        return "".join(
+            f'<tool_call>\n{{"name": "{c.name}", "arguments": {c.arguments}}}\n</tool_call>'
+            for c in calls
+        )
+    if fmt == "qwen3-coder":
+        out = []
+        for c in calls:
+            params = "".join(
+                f"<parameter={k}>\n{v}\n</parameter>\n"
+                for k, v in orjson.loads(c.arguments).items()
+            )
+            out.append(f"<tool_call>\n<function={c.name}>\n{params}</function>\n</tool_call>")
+        return "".join(out)
+    if fmt == "deepseek":
+        bar, sp = "\uff5c", "\u2581"
+        inner = "".join(
+            f"<{bar}tool{sp}call{sp}begin{bar}>{c.name}<{bar}tool{sp}sep{bar}>{c.arguments}"
+            f"<{bar}tool{sp}call{sp}end{bar}>"
+            for c in calls
+        )
+        return f"<{bar}tool{sp}calls{sp}begin{bar}>{inner}<{bar}tool{sp}calls{sp}end{bar}>"
+    if fmt == "llama":
+        first = calls[0]
+        return f'<|python_tag|>{{"name": "{first.name}", "parameters": {first.arguments}}}'
+    items = ", ".join(f'{{"name": "{c.name}", "arguments": {c.arguments}}}' for c in calls)
+    return f"[TOOL_CALLS][{items}]"
 
 
 # --- shaping tool calls into deltas and messages ----------------------------------------------

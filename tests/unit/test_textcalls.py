@@ -1,0 +1,205 @@
+"""Tool calls leaked into text (sans-IO): one fixture per format, whole and split everywhere."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from proxy.chat.decide import ResponseIds
+from proxy.chat.guard import GuardState
+from proxy.chat.history import translate_request
+from proxy.chat.message import sanitize_completion
+from proxy.chat.stream import StreamSanitizer
+from proxy.chat.textcalls import RecoveredCall, TextCallScanner
+from proxy.simulator.profiles import LEAK_FORMATS, PlannedCall, leak_markup
+
+OFFERED = frozenset({"run_shell_command", "read_file"})
+CALLS = (
+    PlannedCall("run_shell_command", '{"command": "ls -la"}', None),
+    PlannedCall("read_file", '{"path": "/tmp/é.txt"}', None),
+)
+
+
+def scan_in_pieces(text: str, cuts: list[int]) -> list[Any]:
+    scanner = TextCallScanner(OFFERED)
+    out: list[Any] = []
+    previous = 0
+    for cut in [*cuts, len(text)]:
+        out += scanner.feed(text[previous:cut])
+        previous = cut
+    out += scanner.end()
+    return normalize(out)
+
+
+def normalize(segments: list[Any]) -> list[Any]:
+    """Adjacent text pieces are one text (how they were cut is not part of the contract)."""
+    out: list[Any] = []
+    for seg in segments:
+        if isinstance(seg, str) and out and isinstance(out[-1], str):
+            out[-1] += seg
+        elif not (isinstance(seg, str) and not seg):
+            out.append(seg)
+    return out
+
+
+@pytest.mark.parametrize("fmt", LEAK_FORMATS)
+def test_each_format_recovered_whole_and_at_every_split(fmt: str) -> None:
+    calls = CALLS[:1] if fmt == "llama" else CALLS
+    text = "Before. " + leak_markup(fmt, calls) + " After."
+    whole = scan_in_pieces(text, [])
+    recovered = [s for s in whole if isinstance(s, RecoveredCall)]
+    assert [(c.name, orjson.loads(c.arguments)) for c in recovered] == [
+        (c.name, orjson.loads(c.arguments)) for c in calls
+    ]
+    assert [s for s in whole if isinstance(s, str)] == ["Before. ", " After."]
+    for cut in range(1, len(text)):
+        assert scan_in_pieces(text, [cut]) == whole, cut
+    assert scan_in_pieces(text, list(range(1, len(text)))) == whole
+
+
+def test_kimi_call_keeps_its_raw_id_for_replay_detection() -> None:
+    [call] = [
+        s for s in scan_in_pieces(leak_markup("kimi", CALLS[:1]), []) if not isinstance(s, str)
+    ]
+    assert call.raw_id == "functions.run_shell_command:0"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Use the <tool_call> tag to call tools, like <tool_call>this</tool_call>.",
+        "a < b and c > d, [TOOL x] and <function=f> prose",
+        '<tool_call>{"name": "rm_rf", "arguments": {}}</tool_call>',  # not an offered tool
+        '<tool_call>{"name": "read_file", "arguments": {"path": </tool_call>',  # broken JSON
+        '<|python_tag|>{"name": "read_file", "parameters": {"path": "/x"',  # never completes
+        "<tool_call>",
+        "<|tool_calls_section_begin|> not kimi",
+    ],
+)
+def test_text_that_is_not_a_valid_offered_call_stays_exactly_as_it_came(text: str) -> None:
+    for cuts in ([], list(range(1, len(text)))):
+        assert scan_in_pieces(text, cuts) == [text]
+
+
+def test_prose_mentioning_a_marker_is_released_without_waiting_for_the_end() -> None:
+    scanner = TextCallScanner(OFFERED)
+    released = "".join(str(s) for s in scanner.feed("see <tool_call> here"))
+    assert released == "see <tool_call> here"
+
+
+def test_nothing_offered_means_nothing_recovered() -> None:
+    scanner = TextCallScanner(frozenset())
+    text = leak_markup("hermes", CALLS)
+    assert normalize(scanner.feed(text) + scanner.end()) == [text]
+
+
+# --- through the stream and message cores --------------------------------------------------------
+
+REQUEST = {
+    "model": "qwen",
+    "messages": [{"role": "user", "content": "go"}],
+    "tools": [{"type": "function", "function": {"name": n}} for n in sorted(OFFERED)],
+}
+
+
+def sse(pieces: list[str], finish: str = "stop") -> bytes:
+    def chunk(delta: dict[str, Any], reason: str | None = None) -> bytes:
+        body = {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": reason}],
+        }
+        return b"data: " + orjson.dumps(body) + b"\n\n"
+
+    out = chunk({"role": "assistant", "content": ""})
+    out += b"".join(chunk({"content": p}) for p in pieces)
+    return out + chunk({}, finish) + b"data: [DONE]\n\n"
+
+
+def run_stream(data: bytes, step: int | None, text_tool_calls: bool = True) -> list[dict[str, Any]]:
+    translated = translate_request(REQUEST, "auto")
+    core = StreamSanitizer(
+        ResponseIds(translated.facts, "auto", GuardState(), lambda: "abcdef01"),
+        text_tool_calls=text_tool_calls,
+    )
+    out = []
+    pieces = [data] if step is None else [data[i : i + step] for i in range(0, len(data), step)]
+    for piece in pieces:
+        out += core.feed(piece)
+    out += core.end()
+    raw = b"".join(out)
+    assert raw.endswith(b"data: [DONE]\n\n")
+    return [orjson.loads(e[6:]) for e in raw.split(b"\n\n") if e.startswith(b"data: {")]
+
+
+def client_view(events: list[dict[str, Any]]) -> tuple[str, list[tuple[str, str, str]], str]:
+    content, calls, finish = "", {}, ""
+    for event in events:
+        for choice in event["choices"]:
+            delta = choice["delta"]
+            content += delta.get("content") or ""
+            for tc in delta.get("tool_calls", []):
+                slot = calls.setdefault(tc["index"], ["", "", ""])
+                slot[0] += tc.get("id", "")
+                slot[1] += tc.get("function", {}).get("name", "")
+                slot[2] += tc.get("function", {}).get("arguments", "")
+            finish = choice.get("finish_reason") or finish
+    return content, [tuple(v) for _, v in sorted(calls.items())], finish  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("fmt", LEAK_FORMATS)
+def test_stream_recovers_calls_split_at_every_byte(fmt: str) -> None:
+    calls = CALLS[:1] if fmt == "llama" else CALLS
+    markup = leak_markup(fmt, calls)
+    pieces = ["Let me ", "look. ", *(markup[i : i + 7] for i in range(0, len(markup), 7))]
+    data = sse(pieces)
+    expected = client_view(run_stream(data, None))
+    content, got_calls, finish = expected
+    assert content == "Let me look. "
+    assert finish == "tool_calls"
+    assert [(c[0], c[1], orjson.loads(c[2])) for c in got_calls] == [
+        (f"call_1_{i}_abcdef01", c.name, orjson.loads(c.arguments)) for i, c in enumerate(calls)
+    ]
+    assert client_view(run_stream(data, 1)) == expected
+
+
+def test_stream_content_without_markers_is_forwarded_byte_for_byte() -> None:
+    data = sse(["plain ", "text"])
+    translated = translate_request(REQUEST, "auto")
+    core = StreamSanitizer(
+        ResponseIds(translated.facts, "auto", GuardState()), text_tool_calls=True
+    )
+    assert b"".join(core.feed(data) + core.end()) == data
+
+
+def test_stream_with_text_tool_calls_off_leaves_markup() -> None:
+    markup = leak_markup("hermes", CALLS)
+    content, calls, finish = client_view(run_stream(sse([markup]), None, text_tool_calls=False))
+    assert content == markup and calls == [] and finish == "stop"
+
+
+def test_non_streaming_message_recovers_calls() -> None:
+    translated = translate_request(REQUEST, "auto")
+    ids = ResponseIds(translated.facts, "auto", GuardState(), lambda: "abcdef01")
+    body = {
+        "id": "x",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {
+                    "role": "assistant",
+                    "content": "Sure. " + leak_markup("deepseek", CALLS),
+                },
+            }
+        ],
+    }
+    result = sanitize_completion(body, ids, text_tool_calls=True)
+    message = result.body["choices"][0]["message"]
+    assert message["content"] == "Sure. "
+    assert [c["id"] for c in message["tool_calls"]] == ["call_1_0_abcdef01", "call_1_1_abcdef01"]
+    assert result.body["choices"][0]["finish_reason"] == "tool_calls"
