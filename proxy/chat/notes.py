@@ -47,5 +47,7 @@ def explain(note: Note) -> str:
             return (
                 f"choice {note.choice}: dropped call {note.name} id {note.raw_id!r} ({note.reason})"
             )
+        case DeltaRepaired(kind="text_tool_call"):
+            return f"recovered a tool call written as {note.detail} markup in the text"
         case DeltaRepaired():
             return f"repaired {note.kind}" + (f": {note.detail}" if note.detail else "")

@@ -1,0 +1,108 @@
+"""`toolcall-proxy sanitize`: the core offline, as a user runs it on a captured stream."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+
+def chunk(delta: dict[str, object], finish: str | None = None) -> bytes:
+    body = {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "kimi-k2",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return b"data: " + orjson.dumps(body) + b"\n\n"
+
+
+def run(args: list[str], stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "proxy", "sanitize", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_sanitize_rewrites_and_explains(tmp_path: Path) -> None:
+    capture = tmp_path / "capture.sse"
+    capture.write_bytes(
+        chunk({"role": "assistant", "content": ""})
+        + chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "functions.bash:0",
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": '{"cmd": "ls"}'},
+                    }
+                ]
+            }
+        )
+        + chunk({}, "stop")
+        + b"data: [DONE]\n\n"
+    )
+    request = tmp_path / "request.json"
+    request.write_bytes(
+        orjson.dumps(
+            {
+                "model": "kimi-k2",
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {
+                        "role": "assistant",
+                        "tool_calls": [
+                            {
+                                "id": "call_abc",
+                                "type": "function",
+                                "function": {"name": "bash", "arguments": "{}"},
+                            }
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": "call_abc", "content": "ok"},
+                ],
+            }
+        )
+    )
+    result = run([str(capture), "--request", str(request), "--explain"])
+    assert result.returncode == 0, result.stderr
+    events = [orjson.loads(e[6:]) for e in result.stdout.split(b"\n\n") if e.startswith(b"data: {")]
+    header = events[1]["choices"][0]["delta"]["tool_calls"][0]
+    assert header["id"].startswith("call_2_0_") and header["function"]["name"] == "bash"
+    assert events[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    assert result.stdout.endswith(b"data: [DONE]\n\n")
+    explain = result.stderr.decode()
+    assert "history: id 'call_abc' (bash) -> upstream 'functions.bash:0'" in explain
+    assert "id 'functions.bash:0' -> 'call_2_0_" in explain and "(invalid)" in explain
+    assert "repaired finish_reason: stop -> tool_calls" in explain
+
+
+def test_sanitize_reads_stdin_and_reports_recovered_text_calls(tmp_path: Path) -> None:
+    request = tmp_path / "request.json"
+    request.write_bytes(
+        orjson.dumps(
+            {
+                "model": "qwen",
+                "messages": [],
+                "tools": [{"type": "function", "function": {"name": "bash"}}],
+            }
+        )
+    )
+    stream = chunk({"content": '<tool_call>{"name": "bash", "arguments": {}}</tool_call>'})
+    result = run(["--request", str(request), "--explain"], stdin=stream)
+    assert result.returncode == 0
+    assert b'"name":"bash"' in result.stdout and b"<tool_call>" not in result.stdout
+    assert b"recovered a tool call written as hermes markup" in result.stderr
+
+
+def test_sanitize_missing_file_is_a_clear_error() -> None:
+    result = run(["/nonexistent/capture.sse"])
+    assert result.returncode == 2
+    assert b"cannot read" in result.stderr and b"Traceback" not in result.stderr
