@@ -32,8 +32,10 @@ from proxy.asgi import (
 )
 from proxy.chat_handler import ChatHandler, ChatRequest
 from proxy.config import SIMULATOR_MOUNT, Route, Settings
+from proxy.cors import CORSMiddleware
 from proxy.errors import AuthenticationError, ClientRequestError, ProxyError, RequestTooLarge
 from proxy.observability import LOGGER, Metrics, RequestLog
+from proxy.server import ResponseProgress, end_for_shutdown
 from proxy.upstream import (
     PROXY_KEY_HEADER,
     client_response_headers,
@@ -62,11 +64,33 @@ class ProxyApp:
         self.chat = ChatHandler(self.client, self.metrics)
         self.ready = False
         self.draining = False
+        self._open: set[asyncio.Task[Any]] = set()  # requests being served, for the drain
         self._simulator: ASGIApp | None = None
         if settings.simulated:
             from proxy.simulator import create_simulator_app
 
             self._simulator = create_simulator_app()
+
+    # -- graceful shutdown (proxy.server.DrainingServer drives these) ---------------------------
+
+    @property
+    def drain_timeout(self) -> float:
+        return self.settings.drain_timeout
+
+    @property
+    def open_requests(self) -> int:
+        return len(self._open)
+
+    def start_draining(self) -> None:
+        """Shutdown began: /readyz answers 503 from now on. Only sets flags (signal-safe)."""
+        self.draining = True
+
+    def cut_open_requests(self) -> int:
+        """The drain timeout expired: end every open request with the shutting_down error."""
+        tasks = list(self._open)
+        for task in tasks:
+            task.cancel()
+        return len(tasks)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -163,6 +187,10 @@ class ProxyApp:
         log = RequestLog(request_id, "?", method, scope["path"])
         status = 500
         stream = False
+        send = progress = ResponseProgress(send)
+        task = asyncio.current_task()
+        if task is not None:
+            self._open.add(task)
         try:
             limit = self.settings.max_body_bytes
             declared = header(scope, b"content-length")
@@ -190,7 +218,18 @@ class ProxyApp:
                 self.metrics.upstream_errors.labels(exc.code or "upstream").inc()
             log.fields["error"] = exc.code
             await send_error(send, exc, request_id)
+        except asyncio.CancelledError:
+            # Client disconnects are settled in _until_disconnect; what else cancels a request
+            # task is the server stopping (the drain timeout, or uvicorn's own at its timeout).
+            if task is None:
+                raise
+            task.uncancel()
+            log.fields["error"] = "shutting_down"
+            self.metrics.shutdown_cuts.inc()
+            status = await end_for_shutdown(progress, request_id)
         finally:
+            if task is not None:
+                self._open.discard(task)
             duration = log.finish(status, stream=stream)
             self.metrics.duration.observe(duration)
             self.metrics.requests.labels(
@@ -319,11 +358,15 @@ def _request_id(scope: Scope) -> str:
 
 def create_app(
     settings: Settings, client: httpx.AsyncClient | None = None, metrics: Metrics | None = None
-) -> ProxyApp:
-    return ProxyApp(settings, client, metrics)
+) -> ProxyApp | CORSMiddleware:
+    """The proxy, wrapped for CORS when `cors_origins` is configured (the inner app is `.app`)."""
+    app = ProxyApp(settings, client, metrics)
+    if settings.cors_origins:
+        return CORSMiddleware(app, settings.cors_origins)
+    return app
 
 
-def app_from_environment() -> ProxyApp:
+def app_from_environment() -> ProxyApp | CORSMiddleware:
     """Factory for uvicorn workers: rebuilds the settings the parent process resolved."""
     from proxy.cli import ARGV_ENV, settings_from_argv
     from proxy.observability import configure_logging

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -40,6 +41,8 @@ from proxy.config import (
 )
 
 ENV_PREFIX = "TOOLCALL_PROXY_"
+# uvicorn's exit status when the server could not start (port in use, app failed to load).
+STARTUP_FAILURE = 3
 # Carries the resolved `serve` arguments to worker processes when --workers > 1.
 ARGV_ENV = "TOOLCALL_PROXY__SERVE_ARGV"
 
@@ -212,6 +215,9 @@ def _build_settings(args: argparse.Namespace) -> Settings:
         routes = (*routes, replace(defaults, name="default", upstream=url))
     elif not routes:
         simulated = True
+        if port == 0:
+            # The simulator is served by this process and its route needs the real port.
+            raise ConfigError(_label("port"), "0 (any free port) needs an upstream")
         loop_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
         routes = (
             replace(
@@ -268,7 +274,8 @@ def _serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
     settings = build_settings(args)
     from proxy.app import create_app
-    from proxy.observability import configure_logging
+    from proxy.observability import configure_logging, uvicorn_log_config
+    from proxy.server import DrainingServer, graceful_timeout
 
     configure_logging(settings.log_level)
     if settings.simulated:
@@ -284,16 +291,28 @@ def _serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "http": "httptools",
         "log_level": settings.log_level if settings.log_level != "debug" else "info",
         "access_log": False,
-        "timeout_graceful_shutdown": int(settings.drain_timeout),
+        "log_config": uvicorn_log_config(),
     }
     if settings.workers > 1:
+        # Each worker runs uvicorn's stock server: it cancels what is open at the drain timeout,
+        # and the app ends those requests with the shutting_down error (proxy.server).
         os.environ[ARGV_ENV] = json.dumps(list(argv))
         uvicorn.run(
-            "proxy.app:app_from_environment", factory=True, workers=settings.workers, **common
-        )  # type: ignore[arg-type]
-    else:
-        uvicorn.run(create_app(settings), **common)  # type: ignore[arg-type]
-    return 0
+            "proxy.app:app_from_environment",
+            factory=True,
+            workers=settings.workers,
+            timeout_graceful_shutdown=math.ceil(settings.drain_timeout),
+            **common,
+        )
+        return 0
+    config = uvicorn.Config(
+        create_app(settings),
+        timeout_graceful_shutdown=graceful_timeout(settings.drain_timeout),
+        **common,
+    )
+    server = DrainingServer(config)
+    server.run()
+    return 0 if server.started else STARTUP_FAILURE
 
 
 def _simulate(args: argparse.Namespace) -> int:

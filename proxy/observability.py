@@ -53,6 +53,11 @@ class Metrics:
         self.upstream_errors = Counter(
             "toolcall_proxy_upstream_errors", "Upstream failures", ["kind"], registry=r
         )
+        self.shutdown_cuts = Counter(
+            "toolcall_proxy_shutdown_cut",
+            "Requests ended with the shutting_down error when the drain timeout expired",
+            registry=r,
+        )
         self.active_streams = Gauge(
             "toolcall_proxy_active_streams", "Streams being served", registry=r
         )
@@ -92,6 +97,8 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "msg": record.getMessage(),
         }
+        if record.name != LOGGER.name:
+            entry["logger"] = record.name
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
             entry.update(fields)
@@ -106,6 +113,26 @@ def configure_logging(level: str) -> None:
     LOGGER.handlers[:] = [handler]
     LOGGER.setLevel(level.upper())
     LOGGER.propagate = False
+
+
+def uvicorn_log_config() -> dict[str, Any]:
+    """uvicorn's own lines (start-up, shutdown, server errors) as JSON on stderr too."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,  # keep the proxy's logger configured before
+        "formatters": {"json": {"()": f"{__name__}.JsonFormatter"}},
+        "handlers": {
+            "stderr": {
+                "class": "logging.StreamHandler",
+                "formatter": "json",
+                "stream": "ext://sys.stderr",
+            }
+        },
+        "loggers": {
+            "uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+            "uvicorn.access": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+        },
+    }
 
 
 def log_decisions(request_id: str, notes: Iterable[Note]) -> None:

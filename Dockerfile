@@ -1,0 +1,48 @@
+# syntax=docker/dockerfile:1
+# toolcall-proxy: build a wheel, install it into a clean virtualenv, run it as a non-root user.
+#   docker build -t toolcall-proxy .
+#   docker run --rm -p 8787:8787 -e TOOLCALL_PROXY_UPSTREAM=http://host:8000/v1 toolcall-proxy
+# Configuration is by environment (every flag is TOOLCALL_PROXY_<FLAG>), or mount a routes
+# file and pass `serve --config /etc/toolcall-proxy/routes.yaml`.
+
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+# -- build: the project's wheel only (its dependencies come from the index in the final stage)
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PYTHONDONTWRITEBYTECODE=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY proxy ./proxy
+RUN python -m pip wheel --no-deps --wheel-dir /wheels .
+
+# -- runtime: a clean virtualenv with the wheel and its runtime dependencies, nothing else.
+# The wheel is installed by its path, so a package of the same name on the index never wins;
+# the base image's pip installs into the virtualenv, which gets no pip of its own.
+FROM ${PYTHON_IMAGE} AS runtime
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    VIRTUAL_ENV=/opt/toolcall-proxy \
+    PATH=/opt/toolcall-proxy/bin:$PATH
+RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
+    python -m venv --without-pip "$VIRTUAL_ENV" \
+    && python -m pip --python "$VIRTUAL_ENV/bin/python" install /wheels/toolcall_proxy-*.whl \
+    && groupadd --system --gid 10001 toolcall \
+    && useradd --system --uid 10001 --gid toolcall --no-create-home \
+        --home-dir /nonexistent --shell /usr/sbin/nologin toolcall
+
+# Listen on every interface inside the container; the rest is configured at run time.
+ENV TOOLCALL_PROXY_HOST=0.0.0.0 \
+    TOOLCALL_PROXY_PORT=8787 \
+    TOOLCALL_PROXY_DRAIN_TIMEOUT=30
+USER 10001:10001
+EXPOSE 8787
+HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('TOOLCALL_PROXY_PORT', '8787') + '/healthz', timeout=2)"]
+# SIGTERM starts the drain: readiness goes false, open streams get TOOLCALL_PROXY_DRAIN_TIMEOUT.
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["toolcall-proxy"]
+CMD ["serve"]
