@@ -30,7 +30,13 @@ lint: $(VENV)/.dev
 typecheck: $(VENV)/.dev
 	$(BIN)/mypy
 
-unit: $(VENV)/.dev
+# Node clients for tests/clients (pinned by the committed package-lock.json).
+NODE_CLIENTS := tests/clients/node
+$(NODE_CLIENTS)/node_modules/.installed: $(NODE_CLIENTS)/package.json $(NODE_CLIENTS)/package-lock.json
+	cd $(NODE_CLIENTS) && npm ci --no-audit --no-fund
+	touch $@
+
+unit: $(VENV)/.dev $(NODE_CLIENTS)/node_modules/.installed
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck unit
