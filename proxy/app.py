@@ -23,6 +23,7 @@ from proxy.asgi import (
     Receive,
     Scope,
     Send,
+    check_header_limits,
     header,
     read_body,
     send_bytes,
@@ -146,6 +147,7 @@ class ProxyApp:
             )
             return
         try:
+            check_header_limits(scope)  # 431: uvicorn+httptools bound neither count nor size
             self._authorize(scope)
         except ProxyError as exc:
             await send_error(send, exc, request_id)
@@ -297,6 +299,10 @@ class ProxyApp:
             except ProxyError as exc:
                 self.metrics.upstream_errors.labels(exc.code or "stream").inc()
                 log.fields["error"] = exc.code
+                # The head is out, so no error can follow. Ending the body here would hand
+                # the client a truncated body that looks complete; leaving the response
+                # unfinished makes the server drop the connection, which the client sees.
+                return response.status_code
             await send({"type": "http.response.body", "body": b""})
         finally:
             await response.aclose()

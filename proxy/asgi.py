@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-import orjson
-
-from proxy.errors import ProxyError, RequestTooLarge
+from proxy.errors import HeadersTooLarge, ProxyError, RequestTooLarge
+from proxy.jsontext import dumps
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -16,8 +15,26 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+# uvicorn with httptools accepts request heads of any size (a 1 MiB header is parsed, handed to
+# the app and would be forwarded upstream), and every forwarded header costs work per hop (with
+# httpx's stock client, whose cookie handling is O(n^2) in them, 10,000 small headers held the
+# event loop for 7 s). Real clients send a few dozen headers and a few KiB; these limits leave
+# room for long bearer tokens and cookies (nginx's default is 4 x 8 KiB, Apache's 100 fields).
+MAX_REQUEST_HEADERS = 100
+MAX_REQUEST_HEADER_BYTES = 64 * 1024
+
+
 class ClientDisconnected(Exception):
     """The client went away before we finished reading its request."""
+
+
+def check_header_limits(scope: Scope) -> None:
+    """Refuse (431) a request head past MAX_REQUEST_HEADERS or MAX_REQUEST_HEADER_BYTES."""
+    headers = scope["headers"]
+    if len(headers) > MAX_REQUEST_HEADERS:
+        raise HeadersTooLarge(f"more than {MAX_REQUEST_HEADERS} request headers")
+    if sum(len(name) + len(value) for name, value in headers) > MAX_REQUEST_HEADER_BYTES:
+        raise HeadersTooLarge(f"request headers exceed {MAX_REQUEST_HEADER_BYTES} bytes")
 
 
 def header(scope: Scope, name: bytes) -> bytes | None:
@@ -47,7 +64,7 @@ async def read_body(receive: Receive, limit: int) -> bytes:
 async def send_json(
     send: Send, status: int, payload: object, headers: list[tuple[bytes, bytes]] | None = None
 ) -> None:
-    body = orjson.dumps(payload)
+    body = dumps(payload)  # jsontext: an upstream body nested past 254 levels must not raise
     await send_bytes(send, status, body, [(b"content-type", b"application/json"), *(headers or [])])
 
 

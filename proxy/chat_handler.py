@@ -24,6 +24,7 @@ from proxy.chat.notes import Note
 from proxy.chat.stream import Carry, StreamPhase, StreamSanitizer, add_usage
 from proxy.config import Route
 from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
+from proxy.jsontext import dumps
 from proxy.observability import LOGGER, Metrics, RequestLog, log_decisions
 from proxy.sse import SSEFramingError
 from proxy.upstream import (
@@ -100,6 +101,10 @@ class ChatHandler:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except UpstreamStreamError as exc:
             self.metrics.upstream_errors.labels(exc.code or "stream").inc()
+            req.log.fields["error"] = exc.code
+            # Head sent: leave the body unfinished so the server drops the connection; ending
+            # it would pass a truncated error body off as complete.
+            return response.status_code
         await send({"type": "http.response.body", "body": b""})
         if response.status_code >= 500 or response.status_code == 429:
             self.metrics.upstream_errors.labels(f"status_{response.status_code}").inc()
@@ -210,9 +215,8 @@ class ChatHandler:
                 ids = ResponseIds(facts, req.route.ids, ids.guard)
                 core = StreamSanitizer(ids, carry=followup.carry, text_tool_calls=text_calls)
                 try:
-                    followup_response = response = await self._open(
-                        req, orjson.dumps(upstream_body)
-                    )
+                    # jsontext.dumps: a valid history nested past 254 levels must not raise
+                    followup_response = response = await self._open(req, dumps(upstream_body))
                 except ProxyError as exc:
                     await self._stream_error(req, send, exc)
                     return
@@ -345,7 +349,7 @@ class ChatHandler:
                 raise
             self._answered(req, result.replays)
             ids = ResponseIds(facts, req.route.ids, ids.guard)
-            followup = await self._open(req, orjson.dumps(upstream_body))
+            followup = await self._open(req, dumps(upstream_body))
             try:
                 if not 200 <= followup.status_code < 300:
                     return await self._relay(req, followup, send)

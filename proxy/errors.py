@@ -51,6 +51,13 @@ class RequestTooLarge(ClientRequestError):
     code = "request_too_large"
 
 
+class HeadersTooLarge(ClientRequestError):
+    """Too many or too large request headers (uvicorn with httptools sets no limit itself)."""
+
+    status = 431
+    code = "request_headers_too_large"
+
+
 class AuthenticationError(ProxyError):
     status = 401
     error_type = "authentication_error"

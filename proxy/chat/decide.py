@@ -119,7 +119,14 @@ class ResponseIds:
     def _client_id(self, ids: ChoiceIds, raw_id: str | None, index: int) -> tuple[str, str | None]:
         policy = self.policy
         if raw_id is not None and policy != "always":
-            colliding = raw_id in self.facts.client_ids or raw_id in self._response_ids
+            # SPEC §5: a raw id equal to an answered call's upstream id, with other arguments,
+            # is a fresh call and gets a fresh client id (in the alnum9 dialect, or after a
+            # follow-up, that upstream id is one the client has never seen).
+            colliding = (
+                raw_id in self.facts.client_ids
+                or raw_id in self._response_ids
+                or raw_id in self.facts.answered
+            )
             if policy == "off":
                 return raw_id, None
             if policy == "collisions" and not colliding:

@@ -18,9 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from proxy.chat.ids import alnum9_id, derived_unique_id, fingerprint, kimi_id
+from proxy.jsontext import dumps
 
 Fingerprint = tuple[str, str]
 
@@ -54,7 +53,8 @@ class TranslatedRequest:
     translations: list[IdTranslation]
 
     def to_bytes(self, original: bytes) -> bytes:
-        return orjson.dumps(self.body) if self.changed else original
+        # jsontext.dumps: a valid history nested past orjson's 254 levels must not raise
+        return dumps(self.body) if self.changed else original
 
 
 @dataclass(slots=True)
@@ -181,7 +181,7 @@ def translate_request(body: dict[str, Any], dialect_setting: str) -> TranslatedR
                 call = dict(call)
                 call["id"] = record.upstream_id
                 if needs_string and isinstance(fn, dict):
-                    call["function"] = {**fn, "arguments": orjson.dumps(fn["arguments"]).decode()}
+                    call["function"] = {**fn, "arguments": dumps(fn["arguments"]).decode()}
                 touched = True
             new_calls.append(call)
         if touched:

@@ -14,6 +14,8 @@ from typing import Any
 
 import orjson
 
+from proxy.jsontext import dumps
+
 _NATIVE_RE = re.compile(r"[A-Za-z0-9_-]{1,40}")
 # A "small number" is 1-4 digits: ids like these count calls and recur every turn.
 _COUNTER_RE = re.compile(
@@ -116,13 +118,9 @@ def canonical_arguments(arguments: Any) -> str:
             return arguments
     else:
         value = arguments
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:
-        # orjson refuses integers beyond 64 bits; the stdlib gives the same canonical form.
-        import json
-
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # orjson refuses integers beyond 64 bits and nesting past 254 levels; jsontext then writes
+    # the same canonical form iteratively (the stdlib's recursive encoder overflows the stack).
+    return dumps(value, sort_keys=True).decode()
 
 
 def fingerprint(name: str, arguments: Any) -> tuple[str, str]:

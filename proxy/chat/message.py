@@ -11,14 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from proxy.chat.decide import ResponseIds, Verdict
 from proxy.chat.guard import Replay
 from proxy.chat.ids import normalize_raw_id
 from proxy.chat.notes import CallDropped, DeltaRepaired, IdRewritten, Note
 from proxy.chat.stream import Carry, add_usage
 from proxy.chat.textcalls import RecoveredCall, TextCallScanner
+from proxy.jsontext import dumps
 
 
 @dataclass(slots=True)
@@ -68,7 +67,8 @@ def sanitize_completion(
             else:
                 del message["tool_calls"]
         reason = choice.get("finish_reason")
-        if state.delivered and reason in ("stop", "tool_calls", "function_call", "eos", None):
+        # "" is what some servers send for "not finished" (treated like null, SPEC §4)
+        if state.delivered and reason in ("stop", "tool_calls", "function_call", "eos", None, ""):
             fixed: object = "tool_calls"
         elif not state.delivered and reason == "tool_calls":
             fixed = "stop"
@@ -128,7 +128,7 @@ def _sanitize_calls(
         name = raw_name if isinstance(raw_name, str) else ""
         arguments = fn.get("arguments")
         if arguments is not None and not isinstance(arguments, str):
-            arguments = orjson.dumps(arguments).decode()
+            arguments = dumps(arguments).decode()  # never raises on deep JSON
             notes.append(DeltaRepaired(kind="object_arguments"))
         if not arguments or not arguments.strip():
             arguments = "{}"

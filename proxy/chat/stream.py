@@ -27,6 +27,7 @@ from proxy.chat.guard import Replay
 from proxy.chat.notes import CallDropped, DeltaRepaired, IdRewritten, Note
 from proxy.chat.textcalls import RecoveredCall, TextCallScanner
 from proxy.errors import ReplayLoopDetected
+from proxy.jsontext import dumps
 from proxy.sse import DONE_EVENT, SSEDecoder, SSEEvent, encode_event
 
 
@@ -123,7 +124,7 @@ def add_usage(total: dict[str, Any] | None, usage: object) -> dict[str, Any] | N
     if not isinstance(usage, dict):
         return total
     if total is None:
-        return orjson.loads(orjson.dumps(usage))  # type: ignore[no-any-return]
+        return orjson.loads(dumps(usage))  # type: ignore[no-any-return]
     for key, value in usage.items():
         if isinstance(value, int | float) and not isinstance(value, bool):
             previous = total.get(key)
@@ -158,6 +159,9 @@ class StreamSanitizer:
         self._content: list[bytes | str] = []
         self._saw_raw_choice = False
         self._usage_sent = False
+        # SPEC §5: a round may turn out to be replay-only after its usage chunk passed (no
+        # finish_reason); while a replay is possible, usage-only chunks wait for the round's end.
+        self._held_usage: list[tuple[bytes, Any]] = []
         # Markup is only turned into calls when the request offered tools (issue: text calls).
         self._text_calls = text_tool_calls and bool(ids.facts.offered_tools)
 
@@ -220,13 +224,24 @@ class StreamSanitizer:
             return
         rebuilt = self._chunk(chunk)
         if rebuilt is None:
-            out.append(encode_event(data, event.other))
+            encoded = encode_event(data, event.other)
         elif rebuilt is not _DROP and self.phase is StreamPhase.STREAMING:
-            out.append(encode_event(orjson.dumps(rebuilt), event.other))
+            # jsontext.dumps: a chunk nested past orjson's 254 levels must not raise here
+            encoded = encode_event(dumps(rebuilt), event.other)
+        else:
+            return
+        if self._armed and not chunk.get("choices") and isinstance(chunk.get("usage"), dict):
+            self._held_usage.append((encoded, chunk["usage"]))
+        else:
+            out.append(encoded)
 
     def _must_parse(self, data: bytes) -> bool:
         if self._envelope is None or self._continuation or not self._single:
             return True
+        if data[:1] != b"{" and data.lstrip()[:1] != b"{":
+            return True  # SPEC §4: a data line that is not JSON is counted (not a chunk anyway)
+        if self._armed and b'"usage"' in data:
+            return True  # may have to be held (SPEC §5)
         if b"tool_calls" in data or (b"finish_reason" in data and _has_live_finish(data)):
             return True
         return self._text_calls and (_may_hold_markup(data) or self._holding_text())
@@ -279,7 +294,9 @@ class StreamSanitizer:
         ):
             if value is not None and key in chunk:
                 chunk[key] = value
-        for choice in chunk.get("choices") or ():
+        choices = chunk.get("choices")
+        # any JSON may arrive here; only a list holds choices (SPEC §6: never fail on input)
+        for choice in choices if isinstance(choices, list) else ():
             delta = choice.get("delta") if isinstance(choice, dict) else None
             if isinstance(delta, dict):
                 delta.pop("role", None)
@@ -309,9 +326,12 @@ class StreamSanitizer:
                 self._content.append(delta["content"])
             if "tool_calls" in delta:
                 changed = True
-                emitted = self._tool_calls(state, delta.pop("tool_calls"))
+                # extend, not rebind: calls recovered from this delta's text are in `emitted`
+                emitted.extend(self._tool_calls(state, delta.pop("tool_calls")))
         reason = choice.get("finish_reason")
-        if reason is not None and not state.finished:
+        # Some servers send `"finish_reason": ""` on every chunk: that does not end the choice
+        # (SPEC §4: the real finish still has to say tool_calls after calls).
+        if reason is not None and reason != "" and not state.finished:
             released = self._finish(state, emitted)
             if released:
                 if not isinstance(delta, dict):
@@ -328,6 +348,9 @@ class StreamSanitizer:
             if not isinstance(delta, dict):
                 delta = choice["delta"] = {}
             delta["tool_calls"] = _merge_fragments(emitted)
+            # SPEC §4: what the finish released (held headers, "{}" for empty arguments) must
+            # reach the client even when the chunk itself needed no other change.
+            changed = True
         elif (
             changed
             and isinstance(delta, dict)
@@ -426,6 +449,11 @@ class StreamSanitizer:
                 out.append({"index": slot.client_index, "function": {"arguments": fragment}})
         if slot.state is SlotState.PENDING:
             self._try_header(state, slot, out, finishing=False)
+        if fragment and slot.complete and slot.raw_id is not None:
+            # Later calls of this raw id waited for this one's arguments (SPEC §2.4).
+            for other in state.slots:
+                if other.state is SlotState.PENDING and other.raw_id == slot.raw_id:
+                    self._try_header(state, other, out, finishing=False)
 
     def _fragment(self, arguments: object) -> str:
         if arguments is None:
@@ -433,7 +461,7 @@ class StreamSanitizer:
         if isinstance(arguments, str):
             return arguments
         self.notes.append(DeltaRepaired(kind="object_arguments"))
-        return orjson.dumps(arguments).decode()
+        return dumps(arguments).decode()
 
     def _route(
         self,
@@ -459,6 +487,21 @@ class StreamSanitizer:
                 state.by_index[index] = open_slots[0]
                 return open_slots[0]
             return self._new_slot(state, index)
+        if (
+            slot.complete
+            and raw_id is None
+            and name is None
+            and fragment.strip()  # trailing whitespace after the JSON stays where it was
+            and not (fragment.startswith(slot.arguments_text()) and is_complete_json(fragment))
+        ):
+            # SPEC §4: a complete call is no longer open. A bare fragment (not a final flush)
+            # at its index belongs to the one open call: SGLang numbered that index by tool
+            # position, and the call order reuses it for a later call.
+            open_slots = [s for s in state.slots if not s.complete]
+            if len(open_slots) == 1:
+                self.notes.append(DeltaRepaired(kind="index_remapped"))
+                state.by_index[index] = open_slots[0]
+                return open_slots[0]
         if (
             name is not None
             and raw_id is not None
@@ -497,6 +540,10 @@ class StreamSanitizer:
             return
         ready = finishing or slot.complete
         if not ready and (slot.raw_id is None or self.ids.needs_hold(state.ids, slot.raw_id)):
+            return
+        if not finishing and slot.raw_id is not None and _earlier_open(state, slot):
+            # SPEC §2.4: a second call of a raw id is compared with the first once both are
+            # complete; parallel calls may interleave, so the first may still be streaming.
             return
         if finishing and not slot.arguments_text().strip():
             slot._args = ["{}"]
@@ -605,16 +652,17 @@ class StreamSanitizer:
                     self._synthetic({"index": index, "delta": delta, "finish_reason": reason})
                 )
         if self.phase is StreamPhase.FOLLOWUP:
+            for _, usage in self._held_usage:
+                self._carry.usage = add_usage(self._carry.usage, usage)
             content = "".join(self._collected_content())
             replays = next(iter(self._choices.values())).ids.replays
             self.followup = FollowupNeeded(content, list(replays), self._carry)
             self.phase = StreamPhase.DONE
             return out
+        out.extend(encoded for encoded, _ in self._held_usage)
         if self._continuation and self._carry.usage and not self._usage_sent:
             out.append(
-                encode_event(
-                    orjson.dumps({**self._base(), "choices": [], "usage": self._carry.usage})
-                )
+                encode_event(dumps({**self._base(), "choices": [], "usage": self._carry.usage}))
             )
         self.phase = StreamPhase.DONE
         out.append(DONE_EVENT)
@@ -629,7 +677,7 @@ class StreamSanitizer:
         return base
 
     def _synthetic(self, choice: dict[str, Any]) -> bytes:
-        return encode_event(orjson.dumps({**self._base(), "choices": [choice]}))
+        return encode_event(dumps({**self._base(), "choices": [choice]}))
 
     def _collected_content(self) -> list[str]:
         parts: list[str] = []
@@ -648,6 +696,17 @@ class StreamSanitizer:
 
 
 _DROP = object()
+
+
+def _earlier_open(state: ChoiceState, slot: CallSlot) -> bool:
+    """Is a delivered call with this slot's raw id still receiving arguments?"""
+    return any(
+        other is not slot
+        and other.raw_id == slot.raw_id
+        and other.state is SlotState.LIVE
+        and not other.complete
+        for other in state.slots
+    )
 
 
 def _may_hold_markup(data: bytes) -> bool:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import orjson
 
+from proxy.jsontext import dumps
+
 # A block that has not ended after this many characters is not a tool call we can recover:
 # release it as text rather than hold the client's content hostage.
 MAX_BLOCK_CHARS = 256 * 1024
@@ -45,7 +47,7 @@ def _json(text: str) -> object:
 
 
 def _arguments(value: object) -> str:
-    return value if isinstance(value, str) else orjson.dumps(value).decode()
+    return value if isinstance(value, str) else dumps(value).decode()
 
 
 def _name_args_object(value: object) -> tuple[str, object, None] | None:

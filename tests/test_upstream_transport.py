@@ -1,0 +1,413 @@
+"""The upstream client (`make_upstream_client`) against a real server on loopback.
+
+Every failure must come out of `map_upstream_errors` as the proxy's own error (SPEC §6),
+whatever transport sits behind httpx; and a streamed body must be handed on as it arrives.
+The server is a scripted asyncio server, one behaviour per test. No timing thresholds: the
+timeouts below only bound how long a broken test can hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import httpx
+import pytest
+import uvloop
+
+from proxy.config import Route
+from proxy.errors import UpstreamStreamError, UpstreamTimeout, UpstreamUnreachable
+from proxy.transport import HttptoolsTransport
+from proxy.upstream import (
+    UpstreamClient,
+    iter_body,
+    make_upstream_client,
+    map_upstream_errors,
+    timeouts,
+)
+
+READ_TIMEOUT = 0.3  # seconds of upstream silence the client tolerates in these tests
+GUARD = 5.0  # no test may wait longer than this for anything
+SSE_HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+)
+EVENT = b"data: {}\n\n"
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+Scenario = Callable[[httpx.AsyncClient], Awaitable[None]]
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%b\r\n" % (len(data), data)
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    return head + await reader.readexactly(length)
+
+
+@asynccontextmanager
+async def upstream(handler: Handler) -> AsyncIterator[str]:
+    """A loopback server running `handler` per connection; yields its base URL."""
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        tasks.add(task)
+        try:
+            await handler(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.close()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await server.wait_closed()
+
+
+def route(url: str) -> Route:
+    return Route(name="test", upstream=url, connect_timeout=GUARD, read_timeout=READ_TIMEOUT)
+
+
+async def open_stream(client: httpx.AsyncClient, url: str) -> httpx.Response:
+    """What the chat handler does: send, mapping failures before the head."""
+    request = client.build_request(
+        "POST", url + "/chat/completions", content=b"{}", timeout=timeouts(route(url))
+    )
+    with map_upstream_errors(streaming_body=False):
+        return await client.send(request, stream=True)
+
+
+async def read_all(response: httpx.Response) -> list[bytes]:
+    try:
+        return [chunk async for chunk in iter_body(response, decoded=True)]
+    finally:
+        await response.aclose()
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def run(request: pytest.FixtureRequest) -> Callable[[Scenario], None]:
+    """Runs a scenario with a fresh client, on both event loops: the proxy runs on uvloop."""
+    factory = uvloop.new_event_loop if request.param == "uvloop" else None
+
+    def runner(scenario: Scenario) -> None:
+        async def main() -> None:
+            client = make_upstream_client()
+            try:
+                await asyncio.wait_for(scenario(client), GUARD * 2)
+            finally:
+                await client.aclose()
+
+        with asyncio.Runner(loop_factory=factory) as loop:
+            loop.run(main())
+
+    return runner
+
+
+def refused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # nothing listens once the socket is closed
+
+
+Run = Callable[[Scenario], None]
+
+
+def test_connection_refused_is_upstream_unreachable(run: Run) -> None:
+    async def scenario(client: httpx.AsyncClient) -> None:
+        with pytest.raises(UpstreamUnreachable):
+            await open_stream(client, f"http://127.0.0.1:{refused_port()}/v1")
+
+    run(scenario)
+
+
+def test_no_head_within_read_timeout_is_upstream_timeout(run: Run) -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        await asyncio.sleep(GUARD)
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        async with upstream(silent) as url:
+            with pytest.raises(UpstreamTimeout):
+                await open_stream(client, url)
+
+    run(scenario)
+
+
+def test_stall_mid_stream_is_upstream_stream_error(run: Run) -> None:
+    async def stall(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(SSE_HEAD + chunk(EVENT))
+        await writer.drain()
+        await asyncio.sleep(GUARD)
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        async with upstream(stall) as url:
+            response = await open_stream(client, url)
+            with pytest.raises(UpstreamStreamError, match="stalled"):
+                await read_all(response)
+
+    run(scenario)
+
+
+def test_reset_mid_body_is_upstream_stream_error(run: Run) -> None:
+    async def reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(SSE_HEAD + chunk(EVENT))
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()  # with SO_LINGER 0 the close sends RST
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        async with upstream(reset) as url:
+            response = await open_stream(client, url)
+            with pytest.raises(UpstreamStreamError, match="broke mid-response"):
+                await read_all(response)
+
+    run(scenario)
+
+
+def test_close_before_the_body_ends_is_upstream_stream_error(run: Run) -> None:
+    async def truncate(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(SSE_HEAD + chunk(EVENT))  # and no terminating chunk
+        await writer.drain()
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        async with upstream(truncate) as url:
+            response = await open_stream(client, url)
+            with pytest.raises(UpstreamStreamError):
+                await read_all(response)
+
+    run(scenario)
+
+
+def test_close_before_the_head_is_upstream_unreachable(run: Run) -> None:
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        async with upstream(hang_up) as url:
+            with pytest.raises(UpstreamUnreachable):
+                await open_stream(client, url)
+
+    run(scenario)
+
+
+def test_a_chunk_arrives_before_the_upstream_finishes(run: Run) -> None:
+    async def scenario(client: httpx.AsyncClient) -> None:
+        first_read = asyncio.Event()
+
+        async def held(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await read_request(reader)
+            writer.write(SSE_HEAD + chunk(EVENT))
+            await writer.drain()
+            await first_read.wait()  # the rest only once the client holds the first event
+            writer.write(chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+            await writer.drain()
+
+        async with upstream(held) as url:
+            response = await open_stream(client, url)
+            received = []
+            try:
+                async for piece in iter_body(response, decoded=True):
+                    received.append(piece)
+                    first_read.set()
+            finally:
+                await response.aclose()
+        assert received[0] == EVENT
+        assert b"".join(received) == EVENT + b"data: [DONE]\n\n"
+
+    run(scenario)
+
+
+def test_a_body_read_slower_than_it_arrives_comes_through_whole(run: Run) -> None:
+    pieces = [bytes([65 + n % 26]) * 2048 for n in range(1000)]  # 2 MB, well past the
+    # transport's unread-bytes limit, so reading the socket pauses and resumes
+
+    async def flood(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(SSE_HEAD + b"".join(chunk(piece) for piece in pieces) + b"0\r\n\r\n")
+        await writer.drain()
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        async with upstream(flood) as url:
+            response = await open_stream(client, url)
+            received = bytearray()
+            try:
+                async for piece in iter_body(response, decoded=True):
+                    received += piece
+                    await asyncio.sleep(0.001)
+            finally:
+                await response.aclose()
+        assert bytes(received) == b"".join(pieces)
+
+    run(scenario)
+
+
+def test_body_ended_by_closing_the_connection_is_complete(run: Run) -> None:
+    async def close_delimited(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n" + EVENT)
+        await writer.drain()
+        # the handler returns: the connection closes, which ends this body
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        async with upstream(close_delimited) as url:
+            assert b"".join(await read_all(await open_stream(client, url))) == EVENT
+
+    run(scenario)
+
+
+def test_head_request_gets_the_head_and_the_next_request_an_answer(run: Run) -> None:
+    async def head_then_get(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            request = await read_request(reader)
+            if request.startswith(b"HEAD"):
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 12\r\n\r\n")  # no body
+            else:
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+            await writer.drain()
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        async with upstream(head_then_get) as url:
+            head = await client.send(client.build_request("HEAD", url + "/models"))
+            assert head.status_code == 200
+            assert head.headers["content-length"] == "12"
+            assert head.content == b""
+            get = await client.send(client.build_request("GET", url + "/models"))
+            assert get.content == b"{}"
+
+    run(scenario)
+
+
+def test_keep_alive_connection_is_reused(run: Run) -> None:
+    connections = 0
+
+    async def keep_alive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        for _ in range(3):
+            await read_request(reader)
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+            await writer.drain()
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        async with upstream(keep_alive) as url:
+            for _ in range(3):
+                assert b"".join(await read_all(await open_stream(client, url))) == b"{}"
+
+    run(scenario)
+    assert connections == 1
+
+
+def test_idle_connection_closed_by_the_upstream_is_replaced(run: Run) -> None:
+    served = 0
+
+    async def one_each(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal served
+        await read_request(reader)
+        served += 1
+        # Keep-alive implied, and the connection closes after the response all the same.
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+        await writer.drain()
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        async with upstream(one_each) as url:
+            for _ in range(3):
+                assert b"".join(await read_all(await open_stream(client, url))) == b"{}"
+
+    run(scenario)
+    assert served == 3
+
+
+def test_request_on_a_connection_the_upstream_just_closed_is_sent_again(run: Run) -> None:
+    connections = 0
+
+    async def drop_second(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+        await writer.drain()
+        if connections == 1:
+            await read_request(reader)  # as if its idle timeout struck as the request came
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        async with upstream(drop_second) as url:
+            for _ in range(2):
+                assert b"".join(await read_all(await open_stream(client, url))) == b"{}"
+
+    run(scenario)
+    assert connections == 2
+
+
+def test_upstream_cookies_are_not_kept(run: Run) -> None:
+    seen: list[bytes] = []
+
+    async def set_cookie(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for _ in range(2):
+            seen.append(await read_request(reader))
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nset-cookie: session=alice; Path=/\r\n"
+                b"content-length: 2\r\n\r\n{}"
+            )
+            await writer.drain()
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        async with upstream(set_cookie) as url:
+            for _ in range(2):
+                response = await open_stream(client, url)
+                assert response.headers["set-cookie"].startswith("session=alice")
+                await read_all(response)
+
+    run(scenario)
+    assert len(seen) == 2
+    assert b"alice" not in seen[1]
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "headers", "content"),
+    [
+        ("POST", "http://127.0.0.1:9/v1/chat/completions", [("x-request-id", "r1")], b"{}"),
+        ("POST", "http://h/v1/x", [("User-Agent", "sdk/1"), ("host", "other")], b""),
+        ("GET", "https://api.example.com:8443/v1/models?limit=2", [("accept", "*/*")], None),
+        ("POST", "http://h/v1/x", [("Content-Length", "3")], b"abc"),
+        ("PUT", "http://h/v1/x", None, None),
+    ],
+)
+def test_build_request_matches_httpx(
+    method: str, url: str, headers: list[tuple[str, str]] | None, content: bytes | None
+) -> None:
+    ours = UpstreamClient(transport=HttptoolsTransport(), timeout=None)
+    theirs = httpx.AsyncClient(timeout=None)
+    timeout = httpx.Timeout(connect=1.0, read=2.0, write=3.0, pool=4.0)
+    for _ in range(2):  # the second time from the parsed-URL cache
+        a = ours.build_request(method, url, headers=headers, content=content, timeout=timeout)
+        b = theirs.build_request(method, url, headers=headers, content=content, timeout=timeout)
+        assert (a.method, a.url, a.headers.raw, a.content, a.extensions) == (
+            b.method,
+            b.url,
+            b.headers.raw,
+            b.content,
+            b.extensions,
+        )
