@@ -43,3 +43,20 @@ test: lint typecheck unit
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# The benchmark: direct vs proxied, interleaved; a table on stdout, bench/results/latest.json.
+# wrk drives the throughput phase (installed with apt when missing; without it, an asyncio
+# load generator stands in).
+bench: $(VENV)/.dev
+	@command -v wrk >/dev/null 2>&1 || (apt-get update && apt-get install -y wrk) \
+		|| echo "wrk could not be installed: using the asyncio load generator"
+	$(BIN)/python -m bench
+
+# The soak: simulator and proxy as separate processes on loopback, a bounded mixed load of
+# quirky and faulty streams (SOAK_SECONDS, default 120; SOAK_CONCURRENCY, default 200), every
+# client result checked, proxy RSS and open fds compared before and after. Fails on a mismatch
+# or on 10% growth.
+SOAK_SECONDS ?= 120
+SOAK_CONCURRENCY ?= 200
+soak: $(VENV)/.dev
+	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_CONCURRENCY=$(SOAK_CONCURRENCY) $(BIN)/python -m soak

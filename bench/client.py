@@ -55,14 +55,18 @@ class Reply:
     def first_byte_ms(self) -> float:
         return (self.first_body_ns - self.start_ns) / 1e6
 
-    def stamp_delays_ms(self) -> list[float]:
-        """For each stamped delta: arrival time minus the upstream's send time."""
+    def stamps(self) -> list[tuple[int, int]]:
+        """(send time, arrival time) in ns of every stamped delta, in order."""
         ends = [end for end, _ in self.pieces]
-        delays = []
+        out = []
         for match in _STAMP.finditer(self.body):
             arrived = self.pieces[bisect.bisect_left(ends, match.end())][1]
-            delays.append((arrived - int(match.group(1))) / 1e6)
-        return delays
+            out.append((int(match.group(1)), arrived))
+        return out
+
+    def stamp_delays_ms(self) -> list[float]:
+        """For each stamped delta: arrival time minus the upstream's send time."""
+        return [(arrived - sent) / 1e6 for sent, arrived in self.stamps()]
 
     def events(self) -> int:
         return self.body.count(b"data: ")

@@ -22,7 +22,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = START_TIMEOUT_S) -> None:
+def wait_for_port(
+    port: int, proc: subprocess.Popen[bytes], timeout: float = START_TIMEOUT_S
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:

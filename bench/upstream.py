@@ -88,7 +88,9 @@ FAST_RESPONSE = (
     + END
 )
 _MARK = b"\x00stamp\x00"
-_PACED_BEFORE, _PACED_AFTER = _chunk({"content": _MARK.decode()}).split(orjson.dumps(_MARK.decode()))
+_PACED_BEFORE, _PACED_AFTER = _chunk({"content": _MARK.decode()}).split(
+    orjson.dumps(_MARK.decode())
+)
 
 
 def paced_chunk(stamp_ns: int) -> bytes:

@@ -1,7 +1,7 @@
 """The proxy served with a chosen upstream transport, for `python -m bench --transports`.
 
 It builds the same settings and uvicorn options as `toolcall-proxy serve`, but hands the app
-an `httpx.AsyncClient` over the transport under comparison:
+the proxy's `UpstreamClient` over the transport under comparison:
 
 - `default`: httpx's own transport (httpcore);
 - `aiohttp`: `httpx_aiohttp.AiohttpTransport`;
@@ -20,7 +20,8 @@ TRANSPORTS = ("default", "aiohttp", "proxy")
 
 
 def make_client(name: str) -> httpx.AsyncClient:
-    from proxy.upstream import make_upstream_client
+    """The proxy's own client class over the named transport: the rows differ by transport."""
+    from proxy.upstream import UpstreamClient, make_upstream_client
 
     if name == "proxy":
         return make_upstream_client()
@@ -34,9 +35,7 @@ def make_client(name: str) -> httpx.AsyncClient:
         transport = AiohttpTransport(limits=limits, trust_env=False)
     else:
         raise SystemExit(f"unknown transport {name!r}; expected one of {', '.join(TRANSPORTS)}")
-    return httpx.AsyncClient(
-        transport=transport, timeout=None, follow_redirects=False, trust_env=False
-    )
+    return UpstreamClient(transport=transport, timeout=None, trust_env=False)
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,130 @@
+"""CPU time per chunk of the sans-IO stream core alone (`proxy.chat.stream.StreamSanitizer`).
+
+No sockets, no event loop: chunks are fed one `feed()` call each, as they would arrive from a
+paced upstream, and the process CPU clock is read around the feeding only.
+
+- pass-through: a content delta, which the core forwards without parsing it (the hot path);
+- tool-call: argument fragments of a streamed tool call, which the core parses, assigns to
+  a call slot and re-serializes in OpenAI's shape.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from dataclasses import dataclass
+
+import orjson
+
+from proxy.chat.decide import ResponseIds
+from proxy.chat.guard import GuardState
+from proxy.chat.history import HistoryFacts
+from proxy.chat.stream import StreamSanitizer
+
+# The fastest of several rounds is the core's own cost (timeit's rule: slower rounds were
+# slowed by other processes, not by the code); the median is reported next to it.
+ROUNDS = 7
+PASS_CHUNKS = 4000  # per round: 20 streams of 200 deltas
+TOOL_CHUNKS = 2000  # per round: 40 streams of one call in 50 deltas
+
+_HEAD = {
+    "id": "chatcmpl-bench0000000000000000000000",
+    "object": "chat.completion.chunk",
+    "created": 1700000000,
+    "model": "bench",
+    "system_fingerprint": "fp_bench",
+}
+
+
+def _event(delta: dict[str, object], finish: str | None = None) -> bytes:
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+    return b"data: " + orjson.dumps({**_HEAD, "choices": [choice]}) + b"\n\n"
+
+
+ROLE = _event({"role": "assistant", "content": ""})
+CONTENT = [_event({"content": f"word{n} "}) for n in range(200)]
+
+
+def _tool_stream(fragments: int) -> list[bytes]:
+    """One call as OpenAI streams it: a header with id and name, then argument pieces."""
+    arguments = orjson.dumps({"path": "src/" + "x" * (fragments * 3), "limit": 100}).decode()
+    step = -(-len(arguments) // (fragments - 1))
+    pieces = [arguments[i : i + step] for i in range(0, len(arguments), step)]
+    header = {
+        "index": 0,
+        "id": "call_Xq3bV9kLm2Np4Rs6Tu8Wy0Za",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": ""},
+    }
+    events = [_event({"role": "assistant", "content": None, "tool_calls": [header]})]
+    events += [
+        _event({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}) for piece in pieces
+    ]
+    return events
+
+
+TOOL = _tool_stream(50)
+
+
+def _core() -> StreamSanitizer:
+    ids = ResponseIds(HistoryFacts(), "auto", GuardState())
+    return StreamSanitizer(ids)
+
+
+def _pass_through_round() -> tuple[int, int]:
+    """CPU ns spent feeding content deltas (the role chunk that opens each stream untimed)."""
+    spent = fed = 0
+    clock = time.process_time_ns
+    for _ in range(PASS_CHUNKS // len(CONTENT)):
+        core = _core()
+        core.feed(ROLE)
+        start = clock()
+        for event in CONTENT:
+            core.feed(event)
+        spent += clock() - start
+        fed += len(CONTENT)
+    return spent, fed
+
+
+def _tool_round() -> tuple[int, int]:
+    spent = fed = 0
+    clock = time.process_time_ns
+    for _ in range(TOOL_CHUNKS // len(TOOL)):
+        core = _core()
+        core.feed(ROLE)
+        start = clock()
+        for event in TOOL:
+            out = core.feed(event)
+        spent += clock() - start
+        fed += len(TOOL)
+        assert out, "the core held back a tool-call fragment"
+    return spent, fed
+
+
+@dataclass(frozen=True, slots=True)
+class CoreResult:
+    """Per chunk, the fastest round (least disturbed by other processes) and the median."""
+
+    pass_through_us: float
+    tool_call_us: float
+    pass_through_median_us: float
+    tool_call_median_us: float
+
+
+def measure() -> CoreResult:
+    _pass_through_round()  # warm up
+    _tool_round()
+    passes: list[float] = []
+    tools: list[float] = []
+    gc.collect()
+    for _ in range(ROUNDS):
+        spent, fed = _pass_through_round()
+        passes.append(spent / fed / 1000)
+        spent, fed = _tool_round()
+        tools.append(spent / fed / 1000)
+    return CoreResult(min(passes), min(tools), statistics.median(passes), statistics.median(tools))
+
+
+if __name__ == "__main__":
+    print(measure())

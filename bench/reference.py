@@ -1,0 +1,144 @@
+"""Comparison rows: the proxy over each upstream transport, and nginx when it is installed.
+
+Each candidate gets the same three measurements, each against the direct upstream in the same
+moment: added p50 of the small non-streaming request, added p50 time to last byte of the
+200-chunk stream, and requests per second at 16 connections as a ratio to direct.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bench import interleaved, load, procs
+from bench.report import Report, percentile
+
+if TYPE_CHECKING:
+    from bench.__main__ import Sizes
+
+TRANSPORTS = (
+    ("default", "httpx default transport (httpcore)"),
+    ("aiohttp", "httpx-aiohttp AiohttpTransport"),
+    ("proxy", "make_upstream_client() (in use)"),
+)
+_HEADERS = (
+    "proxy / upstream transport",
+    "non-streaming p50 added",
+    "non-streaming p99 added",
+    "200-chunk last byte p50 added",
+    "req/s at 16 conns vs direct",
+)
+
+_NGINX_CONF = """\
+worker_processes 1;
+daemon off;
+pid {dir}/nginx.pid;
+error_log {dir}/nginx-error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/nginx-body;
+    proxy_temp_path {dir}/nginx-proxy;
+    upstream bench {{ server 127.0.0.1:{upstream}; keepalive 256; }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://bench;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+        }}
+    }}
+}}
+"""
+
+
+def _measure(upstream: procs.Server, candidate: procs.Server, sizes: Sizes, work: Path) -> Any:
+    pair = interleaved.Pair(upstream.port, candidate.port)
+    try:
+        small = interleaved.non_streaming(pair, sizes.variant_nonstream, sizes.warmup // 2)
+        fast = interleaved.fast_streams(pair, sizes.variant_streams, 10)
+    finally:
+        pair.close()
+    load.run(candidate.port, 16, 1.0, work)
+    direct = load.run(upstream.port, 16, sizes.load_s, work)
+    proxied = load.run(candidate.port, 16, sizes.load_s, work)
+    return {
+        "non_streaming_p50_added_ms": percentile(small.proxy, 50) - percentile(small.direct, 50),
+        "non_streaming_p99_added_ms": percentile(small.proxy, 99) - percentile(small.direct, 99),
+        "stream_last_byte_p50_added_ms": percentile(fast.last_byte.proxy, 50)
+        - percentile(fast.last_byte.direct, 50),
+        "rps16_direct": direct.rps,
+        "rps16": proxied.rps,
+        "rps16_ratio": proxied.rps / direct.rps if direct.rps else 0.0,
+        "rps16_errors": proxied.errors,
+    }
+
+
+def _row(label: str, m: dict[str, Any]) -> tuple[str, ...]:
+    return (
+        label,
+        f"{m['non_streaming_p50_added_ms']:+.3f} ms",
+        f"{m['non_streaming_p99_added_ms']:+.3f} ms",
+        f"{m['stream_last_byte_p50_added_ms']:+.3f} ms",
+        f"{m['rps16_ratio']:.2f}x ({m['rps16']:,.0f} of {m['rps16_direct']:,.0f})",
+    )
+
+
+def transports(report: Report, upstream: procs.Server, sizes: Sizes, work: Path) -> Any:
+    results: dict[str, Any] = {}
+    rows = []
+    for name, label in TRANSPORTS:
+        try:
+            proxy = procs.start_proxy(upstream.port, work, name=f"proxy-{name}", transport=name)
+        except RuntimeError as exc:  # httpx-aiohttp is not a dependency: it may be missing
+            results[name] = {"error": str(exc)}
+            rows.append((label, "did not start (see bench/results/*.log)", "", "", ""))
+            continue
+        try:
+            results[name] = _measure(upstream, proxy, sizes, work)
+        finally:
+            proxy.stop()
+        rows.append(_row(label, results[name]))
+    report.section("upstream transports (same run, each against direct)", _HEADERS, rows)
+    return results
+
+
+def others(report: Report, upstream: procs.Server, sizes: Sizes, work: Path) -> Any:
+    """The uvicorn floor, and other proxies found on this machine (never required)."""
+    results: dict[str, Any] = {}
+    rows = []
+    port = procs.free_port()
+    floor = procs.start_command(
+        "floor", [sys.executable, "-m", "bench.floor", str(port)], port, work
+    )
+    try:
+        results["uvicorn_floor"] = _measure(upstream, floor, sizes, work)
+    finally:
+        floor.stop()
+    rows.append(_row("uvicorn floor (answers itself, no upstream)", results["uvicorn_floor"]))
+    nginx = shutil.which("nginx")
+    if nginx is not None:
+        results["nginx"] = _nginx(nginx, upstream, sizes, work)
+        if "error" in results["nginx"]:
+            rows.append(("nginx", f"did not start: {results['nginx']['error']}", "", "", ""))
+        else:
+            rows.append(_row("nginx (proxy_buffering off)", results["nginx"]))
+    report.section("references (same run, each against direct)", _HEADERS, rows)
+    return results
+
+
+def _nginx(nginx: str, upstream: procs.Server, sizes: Sizes, work: Path) -> Any:
+    port = procs.free_port()
+    conf = work / "nginx.conf"
+    conf.write_text(_NGINX_CONF.format(dir=work, upstream=upstream.port, port=port))
+    try:
+        server = procs.start_command("nginx", [nginx, "-p", str(work), "-c", str(conf)], port, work)
+    except RuntimeError as exc:
+        return {"error": str(exc)}
+    try:
+        return _measure(upstream, server, sizes, work)
+    finally:
+        server.stop()
