@@ -46,6 +46,11 @@ class SSEDecoder:
         self._pending_cr = False
         self._size = 0
 
+    @property
+    def idle(self) -> bool:
+        """Nothing is buffered: the next read starts on an event boundary."""
+        return not (self._buffer or self._data or self._other or self._pending_cr)
+
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         if not chunk:
             return []

@@ -168,9 +168,49 @@ class StreamSanitizer:
     # -- input -------------------------------------------------------------------------------
 
     def feed(self, data: bytes) -> list[bytes]:
-        if self.phase in (StreamPhase.DONE, StreamPhase.FAILED):
-            return []
+        if self.phase is not StreamPhase.STREAMING:
+            if self.phase is not StreamPhase.FOLLOWUP:
+                return []
+        elif data[-2:] == b"\n\n" and self._envelope is not None and self._decoder.idle:
+            unchanged = self._forward_unchanged(data)
+            if unchanged is not None:
+                return unchanged
         return self._handle(self._decoder.feed(data))
+
+    def _forward_unchanged(self, data: bytes) -> list[bytes] | None:
+        """The hot path: a read of whole `data: {...}` events that need no change leaves as
+        the bytes that arrived, without building events (None: take the general path).
+
+        Hand-written rather than going through SSEDecoder because this is most of the
+        proxy's per-chunk CPU on a stream (bench: core CPU per pass-through chunk).
+        """
+        if b"\r" in data or self._continuation or not self._single:
+            return None
+        blocks = data[:-2].split(b"\n\n")
+        if data.count(b"\n") != 2 * len(blocks):
+            return None  # an event of several lines
+        # The checks of _must_parse, inlined: one Python call per event costs as much as all
+        # of these C-level scans together.
+        armed, text_calls = self._armed, self._text_calls
+        for block in blocks:
+            if block[:7] != b"data: {" or b"tool_calls" in block:
+                return None
+            finish = block.find(b'"finish_reason"')
+            if finish != -1 and (
+                block[finish + 15 : finish + 20] != b":null"
+                or block.find(b'"finish_reason"', finish + 20) != -1
+            ):
+                # Not the compact `"finish_reason":null` of one choice: the general path
+                # decides (`_has_live_finish` also reads spaced and repeated forms).
+                return None
+            if armed and b'"usage"' in block:
+                return None
+            if text_calls and (_may_hold_markup(block) or self._holding_text()):
+                return None
+        if self._armed:
+            self._content.extend(block[6:] for block in blocks)
+        self._saw_raw_choice = True
+        return [data]
 
     def end(self) -> list[bytes]:
         """The upstream body ended cleanly: complete whatever it left unfinished."""

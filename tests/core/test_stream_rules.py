@@ -610,3 +610,27 @@ def test_continuation_round_tolerates_any_json_shape() -> None:
     events = run(Setup(carry=carry).core, data).events
     assert events[-1].is_done
     assert all(e.data["id"] == "chatcmpl-0" for e in events if e.is_chunk and "id" in e.data)
+
+
+def test_hot_path_still_sees_spaced_and_repeated_finish_reasons() -> None:
+    """The whole-read fast path must hand any non-compact finish_reason to the general path."""
+    from proxy.chat.decide import ResponseIds
+    from proxy.chat.guard import GuardState
+    from proxy.chat.history import HistoryFacts
+    from proxy.chat.stream import StreamSanitizer
+
+    role = b'data: {"id":"x","choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}]}\n\n'
+    call = (
+        b'data: {"id":"x","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_0",'
+        b'"type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":null}]}\n\n'
+    )
+    for finish_chunk in (
+        b'data: {"id":"x","choices":[{"index":0,"delta":{},"finish_reason": "stop"}]}\n\n',
+        b'data: {"id":"x","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
+    ):
+        core = StreamSanitizer(
+            ResponseIds(HistoryFacts(), "auto", GuardState(), lambda: "ab12cd34")
+        )
+        out = b"".join(core.feed(role) + core.feed(call) + core.feed(finish_chunk) + core.end())
+        assert b'"finish_reason":"tool_calls"' in out, out
+        assert out.count(b"[DONE]") == 1
