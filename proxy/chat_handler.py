@@ -161,12 +161,7 @@ class ChatHandler:
         ids: ResponseIds,
         upstream_body: dict[str, Any],
     ) -> int:
-        headers = client_response_headers(response.headers, keep_length=False)
-        headers = [
-            h
-            for h in headers
-            if h[0].lower() not in (b"content-type", b"cache-control", b"content-encoding")
-        ]
+        headers = _rewritten_body_headers(response, (b"content-type", b"cache-control"))
         await send(
             {
                 "type": "http.response.start",
@@ -306,8 +301,7 @@ class ChatHandler:
         ids: ResponseIds,
         upstream_body: dict[str, Any],
     ) -> int:
-        headers = client_response_headers(response.headers, keep_length=False)
-        headers = [h for h in headers if h[0].lower() not in (b"content-encoding", b"content-type")]
+        headers = _rewritten_body_headers(response, (b"content-type",))
         headers = with_request_id(headers, req.request_id)
         with map_upstream_errors(streaming_body=True):
             raw = await response.aread()
@@ -381,3 +375,13 @@ def log_unexpected(request_id: str) -> None:
         exc_info=True,
         extra={"fields": {"request_id": request_id}},
     )
+
+
+def _rewritten_body_headers(
+    response: httpx.Response, replaced: tuple[bytes, ...]
+) -> list[tuple[bytes, bytes]]:
+    """The upstream's headers for a body the proxy re-encodes: it is sent decoded, so its
+    content-encoding goes, and so do the headers the proxy sets itself (`replaced`)."""
+    drop = (b"content-encoding", *replaced)
+    headers = client_response_headers(response.headers, keep_length=False)
+    return [h for h in headers if h[0].lower() not in drop]
