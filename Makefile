@@ -24,8 +24,8 @@ run: $(VENV)/.runtime
 	$(BIN)/toolcall-proxy serve
 
 lint: $(VENV)/.dev
-	$(BIN)/ruff check proxy tests
-	$(BIN)/ruff format --check proxy tests
+	$(BIN)/ruff check proxy tests bench soak fuzz
+	$(BIN)/ruff format --check proxy tests bench soak fuzz
 
 typecheck: $(VENV)/.dev
 	$(BIN)/mypy
@@ -60,3 +60,10 @@ SOAK_SECONDS ?= 120
 SOAK_CONCURRENCY ?= 200
 soak: $(VENV)/.dev
 	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_CONCURRENCY=$(SOAK_CONCURRENCY) $(BIN)/python -m soak
+
+# Long coverage-guided fuzzing of the core (not part of `make test`): FUZZ_SECONDS, default 600.
+FUZZ_SECONDS ?= 600
+fuzz: $(VENV)/.dev
+	$(BIN)/python -m pip install -q -r fuzz/requirements.txt
+	mkdir -p fuzz/corpus
+	$(BIN)/python fuzz/fuzz_stream.py fuzz/corpus -max_total_time=$(FUZZ_SECONDS) -timeout=30 -max_len=8192 -len_control=0

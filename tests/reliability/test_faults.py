@@ -1,0 +1,211 @@
+"""SPEC §6 (and §4's "How a stream ends") end to end: the real proxy on loopback in front of
+the simulated provider's fault profiles, streaming and not. For each fault the client gets
+exactly the documented answer, and the proxy keeps serving: a normal request succeeds right
+after it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import openai
+import orjson
+import pytest
+
+from tests.e2e.conftest import ProxyFactory
+from tests.reliability.upstreams import SSE_HEADERS, Script, scripted
+from tests.reliability.wire import (
+    chat,
+    data_events,
+    error_body,
+    error_event,
+    keeps_serving,
+    metric,
+    reassemble,
+    reassemble_any,
+    upstream_events,
+)
+from tests.servers import ServerThread, free_port
+
+READ_TIMEOUT = 1.0
+BOTH = pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+
+
+@pytest.fixture(scope="module")
+def fault_proxy(make_proxy: ProxyFactory) -> Iterator[ServerThread]:
+    """A proxy whose read timeout is short enough to watch stalls and hangs happen."""
+    with make_proxy(read_timeout=READ_TIMEOUT) as server:
+        yield server
+
+
+@BOTH
+@pytest.mark.parametrize("model", ["fault-429", "fault-500"])
+def test_upstream_error_status_passes_through_unchanged(
+    fault_proxy: ServerThread, simulator: ServerThread, model: str, stream: bool
+) -> None:
+    direct = chat(simulator, model, stream=stream)
+    via = chat(fault_proxy, model, stream=stream)
+    assert via.status_code == direct.status_code == int(model[-3:])
+    assert via.content == direct.content
+    assert via.headers["content-type"] == direct.headers["content-type"]
+    if model == "fault-429":
+        for name in ("retry-after", "x-ratelimit-remaining-requests", "x-request-id"):
+            assert via.headers[name] == direct.headers[name], name
+    keeps_serving(fault_proxy)
+
+
+@BOTH
+def test_unreachable_upstream_gives_502(make_proxy: ProxyFactory, stream: bool) -> None:
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    with make_proxy(upstream=dead, connect_timeout=2.0) as server:
+        for _ in range(2):  # the same defined answer every time
+            response = chat(server, "kimi", stream=stream)
+            assert response.status_code == 502
+            error = error_body(response)
+            assert (error["type"], error["code"]) == ("upstream_error", "upstream_unreachable")
+        assert metric(server, "toolcall_proxy_upstream_errors_total", kind="upstream_unreachable")
+
+
+@BOTH
+def test_no_response_head_within_read_timeout_gives_504(
+    fault_proxy: ServerThread, stream: bool
+) -> None:
+    response = chat(fault_proxy, "fault-hang+stall_s=10", stream=stream)
+    assert response.status_code == 504
+    error = error_body(response)
+    assert (error["type"], error["code"]) == ("upstream_error", "upstream_timeout")
+    keeps_serving(fault_proxy)
+
+
+@pytest.mark.parametrize("model", ["fault-reset", f"fault-stall+stall_s={READ_TIMEOUT * 5:g}"])
+def test_stream_broken_or_stalled_mid_way_ends_with_an_error_event(
+    fault_proxy: ServerThread, model: str
+) -> None:
+    response = chat(fault_proxy, model, stream=True)
+    assert response.status_code == 200
+    events = data_events(response.content)
+    assert len(events) >= 3, "what arrived before the fault was forwarded"
+    error = error_event(response.content)
+    assert (error["type"], error["code"]) == ("upstream_error", "upstream_stream_error")
+    # The openai SDK raises on it, so an agent does not take the partial message as final.
+    client = openai.OpenAI(base_url=fault_proxy.url + "/v1", api_key="sk", max_retries=0)
+    with pytest.raises(openai.APIError) as caught:
+        list(client.chat.completions.create(model=model, messages=[], stream=True))
+    assert isinstance(caught.value.body, dict)
+    assert caught.value.body["code"] == "upstream_stream_error"
+    keeps_serving(fault_proxy)
+
+
+@pytest.mark.parametrize("model", ["fault-reset", f"fault-stall+stall_s={READ_TIMEOUT * 5:g}"])
+def test_body_broken_or_stalled_mid_way_gives_502_without_stream(
+    fault_proxy: ServerThread, model: str
+) -> None:
+    response = chat(fault_proxy, model, stream=False)
+    assert response.status_code == 502
+    error = error_body(response)
+    assert (error["type"], error["code"]) == ("upstream_error", "upstream_stream_error")
+    keeps_serving(fault_proxy)
+
+
+@pytest.mark.parametrize("rounds", [3, 0], ids=["tool-round", "final-text"])
+def test_stream_without_finish_or_done_is_completed(
+    fault_proxy: ServerThread, simulator: ServerThread, rounds: int
+) -> None:
+    model = f"no-finish+rounds={rounds}"
+    direct = chat(simulator, model, stream=True).content
+    assert b"[DONE]" not in direct
+    response = chat(fault_proxy, model, stream=True)
+    events = data_events(response.content)
+    assert events[-1] == b"[DONE]" and events.count(b"[DONE]") == 1
+    result = reassemble(response.content)
+    if rounds:
+        assert result["finish"] == "tool_calls"
+        assert orjson.loads(result["calls"][0]["arguments"]) == {"command": "echo round-1-0"}
+        last = orjson.loads(events[-2])["choices"][0]
+        assert last["finish_reason"] == "tool_calls", "the proxy's own finish chunk"
+    else:
+        assert (result["finish"], result["content"]) == ("stop", "All 0 rounds done.")
+    completion = chat(fault_proxy, model, stream=False).json()
+    assert completion["choices"][0]["finish_reason"] == ("tool_calls" if rounds else "stop")
+    keeps_serving(fault_proxy)
+
+
+def test_garbage_and_non_json_lines_are_forwarded_and_the_stream_stays_well_formed(
+    fault_proxy: ServerThread, simulator: ServerThread
+) -> None:
+    before = metric(fault_proxy, "toolcall_proxy_deltas_repaired_total", kind="non_json_data")
+    direct = chat(simulator, "fault-garbage", stream=True).content
+    response = chat(fault_proxy, "fault-garbage", stream=True)
+    raw = response.content
+    events = data_events(raw)  # strict framing
+    sent = set(upstream_events(direct))
+    non_json = [e for e in events if e != b"[DONE]" and not e.startswith(b"{")]
+    assert non_json and all(e in sent for e in non_json), "forwarded unchanged"
+    assert len(non_json) == sum(1 for e in upstream_events(direct) if e == b"not json")
+    assert raw.count(b": keep-alive\n\n") == direct.count(b": keep-alive\n\n")
+    for event in events:
+        if event.startswith(b"{"):
+            assert isinstance(orjson.loads(event), dict)
+    assert events[-1] == b"[DONE]"
+    ours, theirs = reassemble(raw), reassemble_any(direct)
+    assert ours["content"] == theirs["content"]
+    assert [(c["name"], c["arguments"]) for c in ours["calls"].values()] == [
+        (c["name"], c["arguments"]) for c in theirs["calls"].values()
+    ]
+    after = metric(fault_proxy, "toolcall_proxy_deltas_repaired_total", kind="non_json_data")
+    assert after - before == len(non_json), "each non-JSON line is counted"
+    keeps_serving(fault_proxy)
+
+
+@BOTH
+def test_one_enormous_chunk_is_delivered_intact(
+    fault_proxy: ServerThread, simulator: ServerThread, stream: bool
+) -> None:
+    model = "fault-huge+kb=8192"
+    direct = chat(simulator, model, stream=stream)
+    via = chat(fault_proxy, model, stream=stream)
+    assert via.status_code == 200
+    if stream:
+        ours, theirs = reassemble(via.content), reassemble_any(direct.content)
+        assert len(ours["content"]) == 8192 * 1024
+        assert ours["content"] == theirs["content"]
+        assert data_events(via.content)[-1] == b"[DONE]"
+    else:
+        content = via.json()["choices"][0]["message"]["content"]
+        assert len(content) == 8192 * 1024
+        assert content == direct.json()["choices"][0]["message"]["content"]
+    keeps_serving(fault_proxy)
+
+
+def test_one_byte_drip_gives_the_same_stream_as_one_write(
+    fault_proxy: ServerThread, simulator: ServerThread, make_proxy: ProxyFactory
+) -> None:
+    # The simulator's drip profile, end to end: non-ASCII text split inside characters.
+    dripped = reassemble(chat(fault_proxy, "fault-drip", stream=True).content)
+    assert dripped["content"] == "Let me run that… ✓"
+    assert dripped["finish"] == "tool_calls"
+    assert orjson.loads(dripped["calls"][0]["arguments"]) == {"command": "echo round-1-0"}
+    # Byte for byte: the same recorded upstream body, sent whole and one byte per write.
+    recorded = chat(simulator, "fault-drip", stream=True).content
+    outputs = []
+    for drip in (False, True):
+        script = Script(headers=SSE_HEADERS, pieces=(recorded,), drip=drip)
+        with (
+            scripted({"/v1/chat/completions": script}) as (upstream, _),
+            make_proxy(upstream=upstream.url + "/v1") as server,
+        ):
+            outputs.append(chat(server, "reference", stream=True).content)
+    assert outputs[0] == outputs[1]
+    assert reassemble(outputs[0]) == {**dripped, "calls": reassemble(outputs[0])["calls"]}
+    keeps_serving(fault_proxy)
+
+
+def test_crlf_framing_is_normalized(fault_proxy: ServerThread, simulator: ServerThread) -> None:
+    direct = chat(simulator, "fault-crlf", stream=True).content
+    assert b"\r\n" in direct and b"data:{" in direct
+    raw = chat(fault_proxy, "fault-crlf", stream=True).content
+    events = data_events(raw)  # strict: LF only, `data: ` with a space
+    assert events[-1] == b"[DONE]"
+    ours, theirs = reassemble(raw), reassemble_any(direct)
+    assert ours["content"] == theirs["content"]
+    assert ours["calls"][0]["arguments"] == theirs["calls"][0]["arguments"]
+    keeps_serving(fault_proxy)

@@ -1,0 +1,186 @@
+"""Small misbehaving upstreams for the reliability tests, all on 127.0.0.1.
+
+- `ScriptedUpstream`: an ASGI app whose answer to each path is a `Script` (status, headers,
+  body pieces, how to end); it records every request it gets. Scripts can cut a body short,
+  drip it one byte per write, or set cookies, so the proxy's handling of each is observable.
+- `RawUpstream`: a TCP server that answers every connection with fixed bytes (no HTTP library
+  in the way), for responses no server framework would produce.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import socketserver
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from tests.servers import ServerThread, serving
+
+JSON_HEADERS = ((b"content-type", b"application/json"),)
+SSE_HEADERS = ((b"content-type", b"text/event-stream"),)
+
+
+@dataclass(frozen=True)
+class Script:
+    status: int = 200
+    headers: tuple[tuple[bytes, bytes], ...] = JSON_HEADERS
+    pieces: tuple[bytes, ...] = (b"{}",)
+    drip: bool = False  # one byte per write
+    cut: bool = False  # raise after the pieces: the server drops the connection mid-body
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    query: bytes
+    headers: dict[str, str]
+    body: bytes
+
+
+def completion_body(content: str = "ok") -> bytes:
+    return orjson.dumps(
+        {
+            "id": "chatcmpl-scripted",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "scripted",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+        }
+    )
+
+
+def sse_body(content: str = "ok") -> bytes:
+    head = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1}
+    chunks = [
+        {**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": content}}]},
+        {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    return b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+
+
+class _Cut(RuntimeError):
+    """Raised after the scripted pieces: uvicorn then drops the connection mid-body."""
+
+
+@dataclass
+class ScriptedUpstream:
+    scripts: dict[str, Script] = field(default_factory=dict)
+    seen: list[Seen] = field(default_factory=list)
+
+    def default(self, path: str, stream: bool) -> Script:
+        if path.endswith("/chat/completions"):
+            return (
+                Script(headers=SSE_HEADERS, pieces=(sse_body(),))
+                if stream
+                else Script(pieces=(completion_body(),))
+            )
+        return Script(pieces=(b'{"object":"list","data":[]}',))
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                await send({"type": message["type"] + ".complete"})
+                if message["type"] == "lifespan.shutdown":
+                    return
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers: dict[str, str] = {}
+        for raw_name, raw_value in scope["headers"]:
+            name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        path = scope["path"]
+        self.seen.append(Seen(scope["method"], path, scope["query_string"], headers, body))
+        stream = False
+        if body:
+            try:
+                parsed = orjson.loads(body)
+                stream = isinstance(parsed, dict) and parsed.get("stream") is True
+            except orjson.JSONDecodeError:
+                pass
+        script = self.scripts.get(path) or self.default(path, stream)
+        await send(
+            {"type": "http.response.start", "status": script.status, "headers": script.headers}
+        )
+        for piece in script.pieces:
+            parts = [piece[i : i + 1] for i in range(len(piece))] if script.drip else [piece]
+            for part in parts:
+                await send({"type": "http.response.body", "body": part, "more_body": True})
+                if script.drip:
+                    await asyncio.sleep(0)
+        if script.cut:
+            raise _Cut("scripted cut")
+        await send({"type": "http.response.body", "body": b""})
+
+
+@contextmanager
+def scripted(scripts: dict[str, Script] | None = None) -> Iterator[tuple[ServerThread, Any]]:
+    upstream = ScriptedUpstream(dict(scripts or {}))
+    with serving(upstream) as server:
+        yield server, upstream
+
+
+class _RawHandler(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        sock: socket.socket = self.request
+        sock.settimeout(5)
+        data = b""
+        while b"\r\n\r\n" not in data and len(data) < 1 << 20:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return
+            data += chunk
+        server: RawUpstream = self.server  # type: ignore[assignment]
+        server.requests += 1
+        if server.answer:
+            sock.sendall(server.answer)
+        sock.shutdown(socket.SHUT_WR)
+
+
+class RawUpstream(socketserver.ThreadingTCPServer):
+    """Answers every request with `answer` verbatim and closes the connection."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, answer: bytes) -> None:
+        super().__init__(("127.0.0.1", 0), _RawHandler)
+        self.answer = answer
+        self.requests = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+@contextmanager
+def raw_upstream(answer: bytes) -> Iterator[RawUpstream]:
+    server = RawUpstream(answer)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.daemon = True
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
