@@ -8,7 +8,6 @@ failures into the errors of SPEC §6.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -366,15 +365,6 @@ class ChatHandler:
         else:
             await send_json(send, response.status_code, parsed, headers)
         return response.status_code
-
-
-def log_unexpected(request_id: str) -> None:
-    LOGGER.log(
-        logging.ERROR,
-        "unexpected error",
-        exc_info=True,
-        extra={"fields": {"request_id": request_id}},
-    )
 
 
 def _rewritten_body_headers(
