@@ -134,7 +134,7 @@ def _message_tool_calls(profile: Profile, calls: tuple[PlannedCall, ...]) -> lis
     return [
         {
             **({} if call.call_id is None else {"id": call.call_id}),
-            "type": "function",
+            **({} if profile.omit_type else {"type": "function"}),
             "function": {"name": call.name, "arguments": arguments_value(profile, call)},
         }
         for call in calls

@@ -83,6 +83,7 @@ class Profile:
     whole_call: bool = False  # the arguments in the first delta instead of fragments
     later_id: LaterId = LaterId.NONE
     repeat_name_type: bool = False  # `type` and `function.name` on every delta
+    omit_type: bool = False  # no `type` on any delta (Mistral on Azure, DeepInfra)
     args_as_object: bool = False
     final_flush: bool = False  # the complete arguments once more after the fragments
     tool_finish: str = "tool_calls"
@@ -125,6 +126,13 @@ _ALL = (
         preamble=(),
     ),
     Profile(name="empty-id", id_style=IdStyle.EMPTY),
+    # Missing index and missing type together, as several relays send them.
+    Profile(
+        name="missing-type",
+        id_style=IdStyle.OPENAI,
+        index=IndexStyle.ABSENT,
+        omit_type=True,
+    ),
     Profile(
         name="missing-id",
         id_style=IdStyle.MISSING,
@@ -427,7 +435,8 @@ def tool_call_deltas(profile: Profile, calls: tuple[PlannedCall, ...]) -> list[J
             later["id"] = call.call_id
         elif profile.later_id is LaterId.NULL_STRING:
             later["id"] = "null"
-        head["type"] = "function"
+        if not profile.omit_type:
+            head["type"] = "function"
         if profile.repeat_name_type:
             later["type"] = "function"
         first_args = arguments_value(profile, call) if profile.whole_call else ""

@@ -26,6 +26,7 @@ PROFILES: dict[str, int] = {
     "repeat-fields": 3,  # id, type and name repeated on every delta
     "id-every-delta": 3,  # a fresh random id on every delta
     "no-index": 3,  # no index, whole call in one delta, finish_reason stop
+    "missing-type": 3,  # no index and no type on any delta, arguments in fragments
     "missing-id": 3,  # no id at all, arguments as a JSON object
     "empty-id": 3,  # "" ids
     "index0-parallel": 6,  # parallel calls all at index 0, bare "0"/"1" ids on every delta

@@ -19,6 +19,7 @@ QUIRKY_PROFILES = [
     "call-index",
     "repeat-fields",  # id, type and name on every delta
     "no-index",  # no index, whole call in one delta, finish_reason stop
+    "missing-type",  # no index and no type, arguments in fragments
     "empty-id",
     "missing-id",  # no id, arguments as an object
     "index0-parallel",  # parallel calls at index 0 with bare "0"/"1" ids on every delta
