@@ -171,7 +171,17 @@ class StreamSanitizer:
         if self.phase is not StreamPhase.STREAMING:
             if self.phase is not StreamPhase.FOLLOWUP:
                 return []
-        elif data[-2:] == b"\n\n" and self._envelope is not None and self._decoder.idle:
+        elif data[-2:] == b"\n\n" and self._decoder.idle:
+            if self._envelope is None:
+                # The first chunk is always parsed (it names the response); the events after
+                # it in the same read may still take the hot path.
+                first, sep, rest = data.partition(b"\n\n")
+                out = self._handle(self._decoder.feed(first + sep))
+                if rest and self._envelope is not None:
+                    out += self.feed(rest)  # at most once: the envelope is known now
+                elif rest:
+                    out += self._handle(self._decoder.feed(rest))
+                return out
             unchanged = self._forward_unchanged(data)
             if unchanged is not None:
                 return unchanged

@@ -634,3 +634,20 @@ def test_hot_path_still_sees_spaced_and_repeated_finish_reasons() -> None:
         out = b"".join(core.feed(role) + core.feed(call) + core.feed(finish_chunk) + core.end())
         assert b'"finish_reason":"tool_calls"' in out, out
         assert out.count(b"[DONE]") == 1
+
+
+def test_a_read_of_many_placeholder_chunks_is_forwarded_whole() -> None:
+    """Until a chunk names the response, events go one by one through the general path;
+    a read of thousands of nameless placeholders must neither recurse nor lose any."""
+    from proxy.chat.decide import ResponseIds
+    from proxy.chat.guard import GuardState
+    from proxy.chat.history import HistoryFacts
+    from proxy.chat.stream import StreamSanitizer
+
+    placeholder = b'data: {"id":"","model":"","choices":[]}\n\n'
+    content = (
+        b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}\n\n'
+    )
+    core = StreamSanitizer(ResponseIds(HistoryFacts(), "auto", GuardState()))
+    data = placeholder * 5000 + content * 50
+    assert b"".join(core.feed(data)) == data
