@@ -65,6 +65,21 @@ class ChoiceIds:
     replays: list[Replay] = field(default_factory=list)
 
 
+# finish_reasons that mean "the model stopped" after it delivered calls; "" is what some
+# servers send for "not finished", treated like null.
+_STOPPED = ("stop", "tool_calls", "function_call", "eos", None, "")
+
+
+def truthful_finish_reason(delivered: bool, reason: object) -> object:
+    """SPEC §4: `tool_calls` in a choice that delivered calls, `stop` in one that claims
+    `tool_calls` but delivered none; anything else (`length`, `content_filter`) is kept."""
+    if delivered and reason in _STOPPED:
+        return "tool_calls"
+    if not delivered and reason == "tool_calls":
+        return "stop"
+    return reason
+
+
 class ResponseIds:
     """Decides client ids for every call of one upstream response."""
 

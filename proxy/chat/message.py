@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.chat.decide import ResponseIds, Verdict
+from proxy.chat.decide import ResponseIds, Verdict, truthful_finish_reason
 from proxy.chat.guard import Replay
 from proxy.chat.ids import normalize_raw_id
 from proxy.chat.notes import CallDropped, DeltaRepaired, IdRewritten, Note
@@ -67,13 +67,7 @@ def sanitize_completion(
             else:
                 del message["tool_calls"]
         reason = choice.get("finish_reason")
-        # "" is what some servers send for "not finished" (treated like null, SPEC §4)
-        if state.delivered and reason in ("stop", "tool_calls", "function_call", "eos", None, ""):
-            fixed: object = "tool_calls"
-        elif not state.delivered and reason == "tool_calls":
-            fixed = "stop"
-        else:
-            fixed = reason
+        fixed = truthful_finish_reason(bool(state.delivered), reason)
         if fixed != reason:
             choice["finish_reason"] = fixed
             notes.append(DeltaRepaired(kind="finish_reason", detail=f"{reason} -> {fixed}"))

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from proxy.chat.decide import ChoiceIds, ResponseIds, Verdict
+from proxy.chat.decide import ChoiceIds, ResponseIds, Verdict, truthful_finish_reason
 from proxy.chat.guard import Replay
 from proxy.chat.notes import CallDropped, DeltaRepaired, IdRewritten, Note
 from proxy.chat.textcalls import RecoveredCall, TextCallScanner
@@ -654,12 +654,7 @@ class StreamSanitizer:
         return released
 
     def _finish_reason(self, state: ChoiceState, reason: object) -> object:
-        if state.ids.delivered and reason in ("stop", "tool_calls", "function_call", "eos", None):
-            fixed: object = "tool_calls"
-        elif not state.ids.delivered and reason == "tool_calls":
-            fixed = "stop"
-        else:
-            fixed = reason
+        fixed = truthful_finish_reason(bool(state.ids.delivered), reason)
         if fixed != reason:
             self.notes.append(DeltaRepaired(kind="finish_reason", detail=f"{reason} -> {fixed}"))
         return fixed
