@@ -28,6 +28,25 @@ from tests.servers import ServerThread
 
 Upstream = tuple[ServerThread, ScriptedUpstream]
 
+# One answered call, which the replay-loop profile replays with the same id and arguments.
+ANSWERED_HISTORY = [
+    {"role": "user", "content": "go"},
+    {
+        "role": "assistant",
+        "tool_calls": [
+            {
+                "id": "call_abcdefabcdef01",
+                "type": "function",
+                "function": {
+                    "name": "run_shell_command",
+                    "arguments": '{"command":"echo round-1-0"}',
+                },
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_abcdefabcdef01", "content": "done"},
+]
+
 
 @pytest.fixture()
 def good_and_evil() -> Iterator[tuple[Upstream, Upstream]]:
@@ -305,24 +324,7 @@ def test_secrets_never_reach_logs_errors_or_metrics(
                 assert post("fault-429", stream).status_code == 429
                 assert post("fault-hang+stall_s=5", stream).status_code == 504
             assert error_event(post("fault-reset", True).content)["code"]
-            history = [
-                {"role": "user", "content": "go"},
-                {
-                    "role": "assistant",
-                    "tool_calls": [
-                        {
-                            "id": "call_abcdefabcdef01",
-                            "type": "function",
-                            "function": {
-                                "name": "run_shell_command",
-                                "arguments": '{"command":"echo round-1-0"}',
-                            },
-                        }
-                    ],
-                },
-                {"role": "tool", "tool_call_id": "call_abcdefabcdef01", "content": "done"},
-            ]
-            body = {"model": "replay-loop", "messages": history}
+            body = {"model": "replay-loop", "messages": ANSWERED_HISTORY}
             for headers in (ok, {"authorization": f"Bearer {CLIENT_SECRET}"}, {}):
                 response = httpx.post(
                     server.url + "/v1/chat/completions", json=body, headers=headers
@@ -364,25 +366,8 @@ def test_secrets_never_reach_logs_errors_or_metrics(
 def test_follow_up_rounds_are_bounded(
     make_proxy: ProxyFactory, log: SimulatorLog, max_followups: int, stream: bool
 ) -> None:
-    history = [
-        {"role": "user", "content": "go"},
-        {
-            "role": "assistant",
-            "tool_calls": [
-                {
-                    "id": "call_abcdefabcdef01",
-                    "type": "function",
-                    "function": {
-                        "name": "run_shell_command",
-                        "arguments": '{"command":"echo round-1-0"}',
-                    },
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "call_abcdefabcdef01", "content": "done"},
-    ]
     with make_proxy(max_followups=max_followups) as server:
-        body = {"model": "replay-loop", "stream": stream, "messages": history}
+        body = {"model": "replay-loop", "stream": stream, "messages": ANSWERED_HISTORY}
         response = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=10)
         if stream:
             error = error_event(response.content)
