@@ -30,6 +30,7 @@ from proxy.upstream import (
     client_response_headers,
     iter_body,
     map_upstream_errors,
+    read_body,
     timeouts,
 )
 
@@ -218,7 +219,8 @@ class ChatHandler:
                     not 200 <= response.status_code < 300
                     or "text/event-stream" not in response.headers.get("content-type", "")
                 ):
-                    await response.aread()
+                    # Its body is not read: a failure there would escape unmapped, and the
+                    # transport closes a connection whose body was left unread.
                     await self._stream_error(
                         req,
                         send,
@@ -302,8 +304,7 @@ class ChatHandler:
     ) -> int:
         headers = _rewritten_body_headers(response, (b"content-type",))
         headers = with_request_id(headers, req.request_id)
-        with map_upstream_errors(streaming_body=True):
-            raw = await response.aread()
+        raw = await read_body(response)
         try:
             parsed = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -346,8 +347,7 @@ class ChatHandler:
             try:
                 if not 200 <= followup.status_code < 300:
                     return await self._relay(req, followup, send)
-                with map_upstream_errors(streaming_body=True):
-                    body = await followup.aread()
+                body = await read_body(followup)
             finally:
                 await followup.aclose()
             try:
