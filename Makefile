@@ -10,13 +10,16 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# The C source the editable install compiles in place (a change must rebuild it).
+NATIVE := proxy/chat/_sse_scan.c
+
 # Runtime dependencies only (what `make run` needs).
-$(VENV)/.runtime: pyproject.toml | $(BIN)/python
+$(VENV)/.runtime: pyproject.toml $(NATIVE) | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
 # Runtime plus the dev extra (linters, test runners, client SDKs).
-$(VENV)/.dev: pyproject.toml | $(BIN)/python
+$(VENV)/.dev: pyproject.toml $(NATIVE) | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(VENV)/.runtime $@
 

@@ -215,7 +215,10 @@ class ProxyApp:
             log.fields["route"] = route.name
             stream = body is not None and body.get("stream") is True
             status = await self._until_disconnect(
-                self._forward(scope, send, route, rest, raw, body, request_id, log), receive, log
+                self._forward(scope, send, route, rest, raw, body, request_id, log),
+                receive,
+                log,
+                progress,
             )
         except ClientDisconnected:
             status = 499
@@ -313,10 +316,15 @@ class ProxyApp:
             await response.aclose()
         return response.status_code
 
-    async def _until_disconnect(self, work: Any, receive: Receive, log: RequestLog) -> int:
+    async def _until_disconnect(
+        self, work: Any, receive: Receive, log: RequestLog, progress: ResponseProgress
+    ) -> int:
         """Run `work`, cancelling it (and so the upstream request) the moment the client leaves.
 
-        uvicorn does not fail `send()` after a disconnect, so only `receive()` tells us.
+        uvicorn does not fail `send()` after a disconnect, so only `receive()` tells us. Once
+        the response is complete, uvicorn's `receive()` answers `http.disconnect` at once:
+        that is no client leaving, and the work (reading the rest of an upstream body whose
+        `[DONE]` already went out) goes on.
         """
         task = asyncio.current_task()
         assert task is not None
@@ -327,6 +335,8 @@ class ProxyApp:
             while True:
                 message = await receive()
                 if message["type"] == "http.disconnect":
+                    if progress.finished:
+                        return
                     left = True
                     task.cancel()
                     return

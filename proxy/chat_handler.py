@@ -47,6 +47,8 @@ class ChatRequest:
     headers: list[tuple[str, str]]
     request_id: str
     log: RequestLog
+    # The client's response body was ended (its last message sent); nothing may follow.
+    body_ended: bool = False
 
 
 class ChatHandler:
@@ -174,7 +176,8 @@ class ChatHandler:
             await self._pump_rounds(req, send, response, ids, upstream_body)
         finally:
             self.metrics.active_streams.dec()
-        await send({"type": "http.response.body", "body": b""})
+        if not req.body_ended:
+            await send({"type": "http.response.body", "body": b""})
         return 200
 
     async def _pump_rounds(
@@ -241,13 +244,19 @@ class ChatHandler:
             async for chunk in iter_body(response, decoded=True):
                 out = core.feed(chunk)
                 if out:
+                    # `[DONE]` goes out: end the client's body in the same write rather than
+                    # after the upstream's own end (nothing is forwarded after `[DONE]`). The
+                    # loop goes on reading the upstream to its end, so the connection can be
+                    # reused; what it reads is dropped.
+                    done = core.phase is StreamPhase.DONE and core.followup is None
                     await send(
                         {
                             "type": "http.response.body",
                             "body": out[0] if len(out) == 1 else b"".join(out),
-                            "more_body": True,
+                            "more_body": not done,
                         }
                     )
+                    req.body_ended = done
                 if core.notes:
                     self._notes(req, core.notes)
                 if core.phase is StreamPhase.FAILED:

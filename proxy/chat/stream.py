@@ -25,6 +25,15 @@ import orjson
 from proxy.chat.decide import ChoiceIds, ResponseIds, Verdict, truthful_finish_reason
 from proxy.chat.guard import Replay
 from proxy.chat.notes import CallDropped, DeltaRepaired, IdRewritten, Note
+from proxy.chat.sse_scan import (
+    LIVE_FINISH,
+    MARKUP,
+    PLAIN,
+    TOOL_CALLS,
+    USAGE,
+    may_hold_markup,
+    scan,
+)
 from proxy.chat.textcalls import RecoveredCall, TextCallScanner
 from proxy.errors import ReplayLoopDetected
 from proxy.jsontext import dumps
@@ -193,26 +202,20 @@ class StreamSanitizer:
 
         Hand-written rather than going through SSEDecoder because this is most of the
         proxy's per-chunk CPU on a stream (bench: core CPU per pass-through chunk). The
-        checks of _must_parse are made once over the whole read, as C-level byte scans, so
-        the cost does not grow with a Python loop per event.
+        checks of _must_parse are made once over the whole read by `sse_scan.scan` (compiled
+        when it could be), so the cost does not grow with a Python loop per event.
         """
-        if b"\r" in data or self._continuation or not self._single or data[:7] != b"data: {":
+        if self._continuation or not self._single:
             return None
-        # `data` starts with `data: {` and ends with a blank line (feed checked). If it holds
-        # exactly 2 newlines per event start, every newline is in a `\n\ndata: {` separator or
-        # the final `\n\n` (the separator cannot overlap itself): each event is one
-        # `data: {...}` line. Two scans instead of also counting `\n\n`, the slowest of all.
-        events = data.count(b"\n\ndata: {") + 1
-        if data.count(b"\n") != 2 * events or b"tool_calls" in data:
+        want = (USAGE if self._armed else 0) | (MARKUP if self._text_calls else 0)
+        flags = scan(data, want)
+        # Not all plain one-line events, a tool call, or a `finish_reason` other than the
+        # compact null (`_has_live_finish` also reads spaced forms): the general path decides.
+        if flags & (PLAIN | TOOL_CALLS | LIVE_FINISH) != PLAIN:
             return None
-        finishes = data.count(b'"finish_reason"')
-        if finishes and finishes != data.count(b'"finish_reason":null'):
-            # Not all the compact `"finish_reason":null`: the general path decides
-            # (`_has_live_finish` also reads spaced forms).
+        if flags & USAGE:
             return None
-        if self._armed and b'"usage"' in data:
-            return None
-        if self._text_calls and (_may_hold_markup(data) or self._holding_text()):
+        if self._text_calls and (flags & MARKUP or self._holding_text()):
             return None
         if self._armed:
             self._content.extend(block[6:] for block in data[:-2].split(b"\n\n"))
@@ -291,7 +294,7 @@ class StreamSanitizer:
             return True  # may have to be held (SPEC §5)
         if b"tool_calls" in data or (b"finish_reason" in data and _has_live_finish(data)):
             return True
-        return self._text_calls and (_may_hold_markup(data) or self._holding_text())
+        return self._text_calls and (may_hold_markup(data) or self._holding_text())
 
     def _holding_text(self) -> bool:
         return any(s.scanner is not None and s.scanner.holding for s in self._choices.values())
@@ -749,15 +752,6 @@ def _earlier_open(state: ChoiceState, slot: CallSlot) -> bool:
         and not other.complete
         for other in state.slots
     )
-
-
-def _may_hold_markup(data: bytes) -> bool:
-    """Could this raw chunk's content start (part of) a tool-call marker? No JSON parse.
-
-    Every marker starts with `<` or `[` (`\\u003c` when a server escapes it); `["` catches a
-    content string that ends in `[`, since the envelope itself never contains that pair.
-    """
-    return b"<" in data or b"[T" in data or b'["' in data or b"\\u003c" in data
 
 
 def _merge_fragments(deltas: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,0 +1,72 @@
+"""What a read of upstream SSE bytes holds, without parsing it: the hot path's one question.
+
+`scan(data, want)` answers for StreamSanitizer whether a read can be forwarded as the bytes
+that arrived. It is the compiled `proxy.chat._sse_scan` when that was built (a C walk with
+memchr/memmem: a 16 KiB read in a few microseconds), else `scan_py` below, which is the
+reference: both give the same flags for any input (tests/core/test_sse_scan.py).
+
+The flags:
+- PLAIN: the read is whole one-line `data: {...}` events (it starts with `data: {`, ends with
+  a blank line, has no CR, and every newline belongs to an event's closing blank line);
+- TOOL_CALLS: `tool_calls` occurs;
+- LIVE_FINISH: some `"finish_reason"` is not the compact `"finish_reason":null`;
+- USAGE: `"usage"` occurs (looked for only when `want` has USAGE);
+- MARKUP: the start of a tool-call marker may occur (`<`, `[T`, `["`, `\\u003c`; looked for
+  only when `want` has MARKUP).
+The answer is 0 unless PLAIN. TOOL_CALLS, then LIVE_FINISH, end the scan when found, since
+either alone sends the read down the general path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+PLAIN = 1
+TOOL_CALLS = 2
+LIVE_FINISH = 4
+USAGE = 8
+MARKUP = 16
+
+
+def scan_py(data: bytes, want: int) -> int:
+    if (
+        data[:7] != b"data: {"
+        or data[-2:] != b"\n\n"
+        or b"\r" in data
+        # If there are exactly 2 newlines per event start, every newline is in a
+        # `\n\ndata: {` separator or the final blank line (the separator cannot overlap
+        # itself), so each event is one `data: {...}` line.
+        or data.count(b"\n") != 2 * (data.count(b"\n\ndata: {") + 1)
+    ):
+        return 0
+    if b"tool_calls" in data:
+        return PLAIN | TOOL_CALLS
+    if data.count(b'"finish_reason"') != data.count(b'"finish_reason":null'):
+        return PLAIN | LIVE_FINISH
+    flags = PLAIN
+    if want & USAGE and b'"usage"' in data:
+        flags |= USAGE
+    if want & MARKUP and may_hold_markup(data):
+        flags |= MARKUP
+    return flags
+
+
+def may_hold_markup(data: bytes) -> bool:
+    """Could this raw chunk's content start (part of) a tool-call marker? No JSON parse.
+
+    Every marker starts with `<` or `[` (`\\u003c` when a server escapes it); `["` catches a
+    content string that ends in `[`, since the envelope itself never contains that pair.
+    """
+    return b"<" in data or b"[T" in data or b'["' in data or b"\\u003c" in data
+
+
+def _native() -> Callable[[bytes, int], int] | None:
+    try:
+        from proxy.chat._sse_scan import scan as native  # type: ignore[import-not-found]
+    except ImportError:  # not compiled here (no C compiler at install time): scan_py serves
+        return None
+    return native  # type: ignore[no-any-return]
+
+
+native_scan = _native()
+scan: Callable[[bytes, int], int] = native_scan or scan_py

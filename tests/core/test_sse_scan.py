@@ -1,0 +1,170 @@
+"""The hot path's byte scan: the compiled scan and the pure-Python reference agree on any input.
+
+StreamSanitizer only acts on the flags `scan` returns, so agreement here means the proxy
+behaves the same whether or not the C module could be built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.chat import sse_scan
+from proxy.chat.sse_scan import LIVE_FINISH, MARKUP, PLAIN, TOOL_CALLS, USAGE, scan_py
+
+ALL_WANTS = [0, USAGE, MARKUP, USAGE | MARKUP]
+
+
+def test_the_project_install_compiled_the_native_scan() -> None:
+    # `make test` installs the project, which compiles proxy/chat/_sse_scan.c; without it the
+    # fallback would serve silently and the agreement tests below would compare nothing.
+    assert sse_scan.native_scan is not None
+    assert sse_scan.scan is sse_scan.native_scan
+
+
+IMPLEMENTATIONS: list[tuple[str, Callable[[bytes, int], int]]] = [("python", scan_py)]
+if sse_scan.native_scan is not None:
+    IMPLEMENTATIONS.append(("native", sse_scan.native_scan))
+
+
+@pytest.fixture(params=[impl for _, impl in IMPLEMENTATIONS], ids=[n for n, _ in IMPLEMENTATIONS])
+def scan(request: pytest.FixtureRequest) -> Callable[[bytes, int], int]:
+    return request.param  # type: ignore[no-any-return]
+
+
+NULL_CHUNK = b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
+STOP_CHUNK = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (NULL_CHUNK, PLAIN),
+        (NULL_CHUNK * 3, PLAIN),
+        (b"data: {}\n\n", PLAIN),
+        (b"data: {\n\n", PLAIN),
+        # not whole one-line data events
+        (NULL_CHUNK[:-1], 0),
+        (NULL_CHUNK + b"data: [DONE]\n\n", 0),
+        (b": keep-alive\n\n" + NULL_CHUNK, 0),
+        (NULL_CHUNK.replace(b"\n\n", b"\r\n\r\n"), 0),
+        (NULL_CHUNK.replace(b"\n\n", b"\n\n\n"), 0),
+        (b"event: x\n" + NULL_CHUNK, 0),
+        (b'data: {"a":1}\ndata: {"b":2}\n\n', 0),
+        (NULL_CHUNK.replace(b"}\n\n", b"}\nid: 1\n\n"), 0),
+        (b"data:{}\n\n", 0),
+        (b"", 0),
+        (b"\n\n", 0),
+        # what sends a plain read down the general path
+        (b'data: {"delta":{"tool_calls":[]}}\n\n', PLAIN | TOOL_CALLS),
+        (NULL_CHUNK + STOP_CHUNK, PLAIN | LIVE_FINISH),
+        (b'data: {"finish_reason": null}\n\n', PLAIN | LIVE_FINISH),
+        (b'data: {"finish_reason":"tool_calls","tool_calls":1}\n\n', PLAIN | TOOL_CALLS),
+        # a finish_reason value inside content is escaped, so it is not a key
+        (b'data: {"content":"\\"finish_reason\\":\\"stop\\""}\n\n', PLAIN),
+    ],
+)
+def test_flags_on_examples(scan: Callable[[bytes, int], int], data: bytes, expected: int) -> None:
+    assert scan(data, USAGE | MARKUP) == expected
+
+
+@pytest.mark.parametrize(
+    ("content", "markup"),
+    [
+        (b"plain words", False),
+        (b"a <tool_call> b", True),
+        (b"[TOOL_CALLS]", True),
+        (b'[\\"x\\"]', False),  # escaped quote: `[\"`, not `["`
+        (b"\\u003c|tool", True),
+        (b"[1, 2]", False),
+    ],
+)
+def test_markup_is_looked_for_only_when_wanted(
+    scan: Callable[[bytes, int], int], content: bytes, markup: bool
+) -> None:
+    data = b'data: {"delta":{"content":"' + content + b'"},"finish_reason":null}\n\n'
+    assert scan(data, MARKUP) == PLAIN | (MARKUP if markup else 0)
+    assert scan(data, 0) == PLAIN
+
+
+def test_a_content_string_ending_in_a_bracket_reads_as_markup(
+    scan: Callable[[bytes, int], int],
+) -> None:
+    # `["` appears when a content string ends in `[`: it may open a marker in the next chunk.
+    data = b'data: {"delta":{"content":"["},"finish_reason":null}\n\n'
+    assert scan(data, MARKUP) == PLAIN | MARKUP
+
+
+def test_usage_is_looked_for_only_when_wanted(scan: Callable[[bytes, int], int]) -> None:
+    data = b'data: {"choices":[],"usage":{"total_tokens":3}}\n\n'
+    assert scan(data, USAGE) == PLAIN | USAGE
+    assert scan(data, 0) == PLAIN
+    assert scan(data, MARKUP) == PLAIN
+
+
+def test_rejects_what_is_not_bytes() -> None:
+    if sse_scan.native_scan is None:
+        pytest.fail("the native scan was not compiled")
+    with pytest.raises(TypeError):
+        sse_scan.native_scan("data: {}\n\n", 0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        sse_scan.native_scan(b"data: {}\n\n")  # type: ignore[call-arg]
+
+
+# Pieces that exercise every rule, including the near misses (`data:{`, a spaced null, an
+# escaped quote, a lone `[`), put together in any order.
+PIECES = [
+    b"data: {",
+    b"data: [DONE]",
+    b"data:{",
+    b"}",
+    b"\n",
+    b"\n\n",
+    b"\r",
+    b'"finish_reason"',
+    b'"finish_reason":null',
+    b":null",
+    b": null",
+    b'"stop"',
+    b"tool_calls",
+    b"tool_call",
+    b'"usage"',
+    b"usage",
+    b"<",
+    b"[",
+    b"T",
+    b'"',
+    b"\\u003c",
+    b"\\u003",
+    b"x",
+    b"word ",
+]
+
+
+@st.composite
+def reads(draw: st.DrawFn) -> bytes:
+    body = b"".join(draw(st.lists(st.sampled_from(PIECES), max_size=24)))
+    shape = draw(st.sampled_from(["free", "framed", "events"]))
+    if shape == "framed":
+        return b"data: {" + body + b"\n\n"
+    if shape == "events":
+        count = draw(st.integers(min_value=1, max_value=4))
+        return b"".join(b"data: {" + body + b"}\n\n" for _ in range(count))
+    return body
+
+
+@settings(max_examples=3000, deadline=None)
+@given(data=reads(), want=st.sampled_from(ALL_WANTS))
+def test_native_and_python_agree(data: bytes, want: int) -> None:
+    assert sse_scan.native_scan is not None
+    assert sse_scan.native_scan(data, want) == scan_py(data, want)
+
+
+@settings(max_examples=500, deadline=None)
+@given(data=st.binary(max_size=200), want=st.sampled_from(ALL_WANTS))
+def test_native_and_python_agree_on_any_bytes(data: bytes, want: int) -> None:
+    assert sse_scan.native_scan is not None
+    assert sse_scan.native_scan(data, want) == scan_py(data, want)
