@@ -5,14 +5,17 @@ after it."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 
+import httpx
 import openai
 import orjson
 import pytest
 
 from tests.e2e.conftest import ProxyFactory
-from tests.reliability.upstreams import SSE_HEADERS, Script, scripted
+from tests.reliability.upstreams import HOLD_LIMIT_S, SSE_HEADERS, Script, scripted, sse_body
 from tests.reliability.wire import (
     chat,
     data_events,
@@ -209,3 +212,38 @@ def test_crlf_framing_is_normalized(fault_proxy: ServerThread, simulator: Server
     assert ours["content"] == theirs["content"]
     assert ours["calls"][0]["arguments"] == theirs["calls"][0]["arguments"]
     keeps_serving(fault_proxy)
+
+
+def test_the_client_body_ends_with_done_while_the_upstream_keeps_its_body_open(
+    make_proxy: ProxyFactory,
+) -> None:
+    """Nothing is forwarded after `[DONE]`, so the client's response ends there: a client is
+    never kept waiting on an upstream that is slow to close its body (or never does)."""
+    release = threading.Event()
+    held = Script(headers=SSE_HEADERS, pieces=(sse_body("held"),), hold=release)
+    with (
+        scripted({"/v1/chat/completions": held}) as (upstream, _),
+        make_proxy(upstream=upstream.url + "/v1") as proxy,
+    ):
+        served = metric(proxy, "toolcall_proxy_requests_total", status="200", stream="true")
+        try:
+            # The read timeout is well under the upstream's hold: the body must end first.
+            response = httpx.post(
+                proxy.url + "/v1/chat/completions",
+                json={"model": "m", "stream": True, "messages": [{"role": "user", "content": "x"}]},
+                timeout=HOLD_LIMIT_S / 2,
+            )
+            assert not release.is_set()
+        finally:
+            release.set()
+        assert response.status_code == 200
+        assert data_events(response.content)[-1] == b"[DONE]"
+        assert reassemble_any(response.content)["content"] == "held"
+        # Once the upstream ends, the request is counted as served, not as a client that left.
+        deadline = time.monotonic() + HOLD_LIMIT_S
+        while metric(proxy, "toolcall_proxy_requests_total", status="200", stream="true") == served:
+            assert time.monotonic() < deadline, "the request was never counted as served"
+        assert metric(proxy, "toolcall_proxy_requests_total", status="499", stream="true") == 0
+        # The upstream connection was read to its end, and the proxy goes on serving.
+        again = chat(proxy, "m", stream=True)
+        assert data_events(again.content)[-1] == b"[DONE]"

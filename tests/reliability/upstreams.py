@@ -33,6 +33,11 @@ class Script:
     pieces: tuple[bytes, ...] = (b"{}",)
     drip: bool = False  # one byte per write
     cut: bool = False  # raise after the pieces: the server drops the connection mid-body
+    # After the pieces, keep the body open until this is set (at most HOLD_LIMIT_S).
+    hold: threading.Event | None = field(default=None, compare=False)
+
+
+HOLD_LIMIT_S = 10.0
 
 
 @dataclass
@@ -129,6 +134,8 @@ class ScriptedUpstream:
                     await asyncio.sleep(0)
         if script.cut:
             raise _Cut("scripted cut")
+        if script.hold is not None:
+            await asyncio.to_thread(script.hold.wait, HOLD_LIMIT_S)
         await send({"type": "http.response.body", "body": b""})
 
 
