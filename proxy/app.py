@@ -12,7 +12,6 @@ import asyncio
 import gc
 import hmac
 import os
-import uuid
 from typing import Any
 
 import httpx
@@ -374,7 +373,8 @@ def _request_id(scope: Scope) -> str:
         text = given.decode("latin-1")
         if len(text) <= 128 and set(text) <= _REQUEST_ID_OK:
             return text
-    return "req_" + uuid.uuid4().hex
+    # 128 random bits as hex, like a uuid4's, without building a UUID object (5 us -> 1 us).
+    return "req_" + os.urandom(16).hex()
 
 
 def create_app(
