@@ -26,6 +26,7 @@ with atheris.instrument_imports(include=["proxy"]):
     import proxy.chat.history
     import proxy.chat.ids
     import proxy.chat.message
+    import proxy.chat.sse_scan
     import proxy.chat.stream
     import proxy.chat.textcalls
     import proxy.jsontext
@@ -34,6 +35,7 @@ with atheris.instrument_imports(include=["proxy"]):
 from proxy.chat.decide import ResponseIds
 from proxy.chat.guard import GuardState
 from proxy.chat.history import translate_request
+from proxy.chat.sse_scan import MARKUP, USAGE, native_scan, scan_py
 from proxy.chat.stream import StreamSanitizer
 from tests.reliability import test_fuzz_core as properties
 from tests.reliability.invariants import check_stream
@@ -82,12 +84,26 @@ STRUCTURED = [
 ]
 
 
+def scan_agreement(data: bytes) -> None:
+    """The compiled hot-path scan answers as its pure-Python reference does, and never
+    crashes (the C is not coverage-instrumented; its Python twin is)."""
+    if native_scan is None:
+        raise RuntimeError("proxy.chat._sse_scan is not compiled: reinstall the project")
+    for want in (0, USAGE | MARKUP):
+        native, reference = native_scan(data, want), scan_py(data, want)
+        if native != reference:
+            raise AssertionError(f"scan({data!r}, {want}): native {native}, python {reference}")
+
+
+RAW = [raw_stream, scan_agreement]
+
+
 def test_one_input(data: bytes) -> None:
     if not data:
         return
-    choice, rest = data[0] % (len(STRUCTURED) + 1), data[1:]
-    if choice == len(STRUCTURED):
-        raw_stream(rest)
+    choice, rest = data[0] % (len(STRUCTURED) + len(RAW)), data[1:]
+    if choice >= len(STRUCTURED):
+        RAW[choice - len(STRUCTURED)](rest)
     else:
         STRUCTURED[choice].hypothesis.fuzz_one_input(rest)  # type: ignore[attr-defined]
 
