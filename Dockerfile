@@ -6,16 +6,23 @@
 # file and pass `serve --config /etc/toolcall-proxy/routes.yaml`.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+# The build stage compiles the hot path's C scan (proxy/chat/_sse_scan.c): the full image of the
+# same Python and Debian release has the compiler the slim one lacks.
+ARG BUILD_IMAGE=python:3.11-bookworm
 
 # -- build: the project's wheel only (its dependencies come from the index in the final stage)
-FROM ${PYTHON_IMAGE} AS build
+FROM ${BUILD_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY proxy ./proxy
-RUN python -m pip wheel --no-deps --wheel-dir /wheels .
+# The scan is optional for a plain install (pure Python serves without it); the image insists.
+RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
+    && python -c "import glob, zipfile; \
+names = zipfile.ZipFile(glob.glob('/wheels/toolcall_proxy-*.whl')[0]).namelist(); \
+assert any('_sse_scan' in n for n in names), 'the C scan did not compile'"
 
 # -- runtime: a clean virtualenv with the wheel and its runtime dependencies, nothing else.
 # The wheel is installed by its path, so a package of the same name on the index never wins;

@@ -91,7 +91,9 @@ def test_wheel_installs_into_a_clean_venv_and_serves(tmp_path: Path) -> None:
     for source in sources:
         origin = REPO / source
         if origin.is_dir():
-            shutil.copytree(origin, context / source, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(
+                origin, context / source, ignore=shutil.ignore_patterns("__pycache__", "*.so")
+            )
         else:
             shutil.copy2(origin, context / source)
     wheels = tmp_path / "wheels"
@@ -122,17 +124,19 @@ def test_wheel_installs_into_a_clean_venv_and_serves(tmp_path: Path) -> None:
         [
             str(python),
             "-c",
-            "import importlib.util as u, proxy; print(proxy.__file__); "
-            "print(*(m for m in ('pytest', 'ruff', 'mypy', 'pip') if u.find_spec(m)))",
+            "import importlib.util as u, proxy, proxy.chat.sse_scan as s; print(proxy.__file__); "
+            "print(*(m for m in ('pytest', 'ruff', 'mypy', 'pip') if u.find_spec(m))); "
+            "print(s.native_scan is not None)",
         ],
         cwd=workdir,
         env=env,
         timeout=60,
     )
     assert probe.returncode == 0, probe.stderr
-    location, dev_modules = probe.stdout.splitlines()
+    location, dev_modules, native = probe.stdout.splitlines()
     assert Path(location).is_relative_to(venv), "imported from the venv, not the source tree"
     assert dev_modules == "", "only runtime dependencies in the image's virtualenv"
+    assert native == "True", "the wheel carries the compiled hot-path scan"
 
     # Run it as the image does: configuration by environment only.
     port = _free_port()
