@@ -8,6 +8,8 @@ failures into the errors of SPEC §6.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -240,14 +242,13 @@ class ChatHandler:
         self, req: ChatRequest, send: Send, response: httpx.Response, core: StreamSanitizer
     ) -> bool:
         """Forward one upstream round; False when the stream ended with an error."""
+        chunks = iter_body(response, decoded=True)
         try:
-            async for chunk in iter_body(response, decoded=True):
+            async for chunk in chunks:
                 out = core.feed(chunk)
                 if out:
-                    # `[DONE]` goes out: end the client's body in the same write rather than
-                    # after the upstream's own end (nothing is forwarded after `[DONE]`). The
-                    # loop goes on reading the upstream to its end, so the connection can be
-                    # reused; what it reads is dropped.
+                    # When `[DONE]` goes out, the client's body ends in the same write rather
+                    # than after the upstream's own end: nothing after `[DONE]` is forwarded.
                     done = core.phase is StreamPhase.DONE and core.followup is None
                     await send(
                         {
@@ -256,7 +257,10 @@ class ChatHandler:
                             "more_body": not done,
                         }
                     )
-                    req.body_ended = done
+                    if done:
+                        req.body_ended = True
+                        await _drain(chunks)
+                        break
                 if core.notes:
                     self._notes(req, core.notes)
                 if core.phase is StreamPhase.FAILED:
@@ -286,6 +290,8 @@ class ChatHandler:
                 ),
             )
             return False
+        finally:
+            await chunks.aclose()
         self._notes(req, core.notes)
         if core.non_json_events:
             req.log.fields["non_json_events"] = (
@@ -374,6 +380,25 @@ class ChatHandler:
         else:
             await send_json(send, response.status_code, parsed, headers)
         return response.status_code
+
+
+# After the client's body ended, the rest of the upstream's body is read (and dropped) so its
+# connection can be reused: usually only the chunked terminator, already there. Past these
+# bounds the connection is closed instead, so no upstream can hold a task after its client left.
+DRAIN_BYTES = 64 * 1024
+DRAIN_SECONDS = 2.0
+
+
+async def _drain(chunks: AsyncGenerator[bytes, None]) -> None:
+    drained = 0
+    try:
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for chunk in chunks:
+                drained += len(chunk)
+                if drained > DRAIN_BYTES:
+                    return
+    except (TimeoutError, ProxyError):
+        return  # the response is closed unread, and so is its connection
 
 
 def _rewritten_body_headers(

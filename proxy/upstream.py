@@ -8,7 +8,7 @@ head in time -> 504 upstream_timeout, a broken or stalled body -> upstream_strea
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncGenerator, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -167,7 +167,7 @@ def map_upstream_errors(*, streaming_body: bool) -> Iterator[None]:
         ) from None
 
 
-async def iter_body(response: httpx.Response, *, decoded: bool) -> AsyncIterator[bytes]:
+async def iter_body(response: httpx.Response, *, decoded: bool) -> AsyncGenerator[bytes, None]:
     """The upstream body as it arrives, with failures mapped.
 
     `decoded` undoes a content-encoding (what the chat core needs); otherwise the bytes are

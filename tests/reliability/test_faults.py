@@ -14,6 +14,7 @@ import openai
 import orjson
 import pytest
 
+from proxy import chat_handler
 from tests.e2e.conftest import ProxyFactory
 from tests.reliability.upstreams import HOLD_LIMIT_S, SSE_HEADERS, Script, scripted, sse_body
 from tests.reliability.wire import (
@@ -247,3 +248,38 @@ def test_the_client_body_ends_with_done_while_the_upstream_keeps_its_body_open(
         # The upstream connection was read to its end, and the proxy goes on serving.
         again = chat(proxy, "m", stream=True)
         assert data_events(again.content)[-1] == b"[DONE]"
+
+
+@pytest.mark.parametrize("bound", ["bytes", "time"])
+def test_reading_the_upstream_after_done_is_bounded(
+    make_proxy: ProxyFactory, monkeypatch: pytest.MonkeyPatch, bound: str
+) -> None:
+    """After the client's body ended, the rest of the upstream body is read only up to
+    DRAIN_BYTES or DRAIN_SECONDS: an upstream that goes on sending, or holds its body open,
+    cannot keep a task (and the request's accounting) waiting."""
+    # Each case switches the other bound out of reach, so only its own can end the reading.
+    monkeypatch.setattr(chat_handler, "DRAIN_SECONDS", 0.2 if bound == "time" else 60.0)
+    # In 8 KiB writes, so most of it comes after the read that carried `[DONE]`.
+    pieces = 2 * chat_handler.DRAIN_BYTES // 8192 if bound == "bytes" else 1
+    tail = (b": after done" + b"." * 8178 + b"\n\n",) * pieces
+    release = threading.Event()
+    held = Script(headers=SSE_HEADERS, pieces=(sse_body("held"), *tail), hold=release)
+    with (
+        scripted({"/v1/chat/completions": held}) as (upstream, _),
+        make_proxy(upstream=upstream.url + "/v1") as proxy,
+    ):
+        try:
+            served = metric(proxy, "toolcall_proxy_requests_total", status="200", stream="true")
+            response = chat(proxy, "m", stream=True)
+            assert data_events(response.content)[-1] == b"[DONE]"
+            deadline = time.monotonic() + HOLD_LIMIT_S / 2
+            while (
+                metric(proxy, "toolcall_proxy_requests_total", status="200", stream="true")
+                == served
+            ):
+                assert time.monotonic() < deadline, "the proxy kept reading the upstream"
+            assert not release.is_set(), "counted while the upstream still holds its body"
+        finally:
+            release.set()
+        again = chat(proxy, "m", stream=True)
+        assert reassemble_any(again.content)["content"] == "held"
