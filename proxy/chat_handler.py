@@ -259,6 +259,7 @@ class ChatHandler:
                     )
                     if done:
                         req.body_ended = True
+                        req.log.mark_response_end()
                         await _drain(chunks)
                         break
                 if core.notes:

@@ -146,11 +146,12 @@ def log_decisions(request_id: str, notes: Iterable[Note]) -> None:
 class RequestLog:
     """Accumulates one request's facts and writes them as one JSON line at the end."""
 
-    __slots__ = ("fields", "started", "ttfb")
+    __slots__ = ("ended", "fields", "started", "ttfb")
 
     def __init__(self, request_id: str, route: str, method: str, path: str):
         self.started = time.perf_counter()
         self.ttfb: float | None = None
+        self.ended: float | None = None
         self.fields: dict[str, Any] = {
             "request_id": request_id,
             "route": route,
@@ -177,8 +178,14 @@ class RequestLog:
             else:
                 f["repairs"] += 1
 
+    def mark_response_end(self) -> None:
+        """The client's response is complete, though the request's work may go on (reading
+        the rest of an upstream body): its duration is the client's, up to here."""
+        if self.ended is None:
+            self.ended = time.perf_counter()
+
     def finish(self, status: int, **extra: Any) -> float:
-        duration = time.perf_counter() - self.started
+        duration = (self.ended or time.perf_counter()) - self.started
         self.fields.update(extra)
         self.fields["status"] = status
         self.fields["duration_ms"] = round(duration * 1000, 3)

@@ -5,6 +5,7 @@ after it."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ import orjson
 import pytest
 
 from proxy import chat_handler
+from proxy.observability import LOGGER
 from tests.e2e.conftest import ProxyFactory
 from tests.reliability.upstreams import HOLD_LIMIT_S, SSE_HEADERS, Script, scripted, sse_body
 from tests.reliability.wire import (
@@ -252,7 +254,10 @@ def test_the_client_body_ends_with_done_while_the_upstream_keeps_its_body_open(
 
 @pytest.mark.parametrize("bound", ["bytes", "time"])
 def test_reading_the_upstream_after_done_is_bounded(
-    make_proxy: ProxyFactory, monkeypatch: pytest.MonkeyPatch, bound: str
+    make_proxy: ProxyFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    bound: str,
 ) -> None:
     """After the client's body ended, the rest of the upstream body is read only up to
     DRAIN_BYTES or DRAIN_SECONDS: an upstream that goes on sending, or holds its body open,
@@ -270,7 +275,10 @@ def test_reading_the_upstream_after_done_is_bounded(
     ):
         try:
             served = metric(proxy, "toolcall_proxy_requests_total", status="200", stream="true")
+            caplog.set_level(logging.INFO, logger=LOGGER.name)
+            sent = time.monotonic()
             response = chat(proxy, "m", stream=True)
+            client_ms = (time.monotonic() - sent) * 1000
             assert data_events(response.content)[-1] == b"[DONE]"
             deadline = time.monotonic() + HOLD_LIMIT_S / 2
             while (
@@ -279,6 +287,10 @@ def test_reading_the_upstream_after_done_is_bounded(
             ):
                 assert time.monotonic() < deadline, "the proxy kept reading the upstream"
             assert not release.is_set(), "counted while the upstream still holds its body"
+            [line] = [r for r in caplog.records if r.getMessage() == "request"]
+            fields = line.fields  # type: ignore[attr-defined]
+            # The logged duration is the client's (up to the body's end), not the reading after.
+            assert fields["status"] == 200 and fields["duration_ms"] <= client_ms
         finally:
             release.set()
         again = chat(proxy, "m", stream=True)
