@@ -201,6 +201,17 @@ def core_phase(report: Report) -> dict[str, Any]:
             result.pass_through_us <= TARGET_PASS_US,
         )
     )
+    if result.pass_through_python_scan_us is not None:
+        report.add(
+            Row(
+                "  the same, pure-Python scan (fallback)",
+                "",
+                f"{result.pass_through_python_scan_us:.2f} us",
+                "no C compiler at install",
+            )
+        )
+    else:
+        report.add(Row("  (the compiled scan is missing here: pure-Python fallback measured)"))
     report.add(
         Row(
             "core CPU per tool-call chunk",

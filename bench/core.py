@@ -13,10 +13,12 @@ from __future__ import annotations
 import gc
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import orjson
 
+from proxy.chat import sse_scan, stream
 from proxy.chat.decide import ResponseIds
 from proxy.chat.guard import GuardState
 from proxy.chat.history import HistoryFacts
@@ -104,12 +106,17 @@ def _tool_round() -> tuple[int, int]:
 
 @dataclass(frozen=True, slots=True)
 class CoreResult:
-    """Per chunk, the fastest round (least disturbed by other processes) and the median."""
+    """Per chunk, the fastest round (least disturbed by other processes) and the median.
+
+    `pass_through_python_scan_us` is the pass-through cost where the compiled scan is missing
+    (proxy.chat.sse_scan falls back to `scan_py`); None when it is missing here already."""
 
     pass_through_us: float
     tool_call_us: float
     pass_through_median_us: float
     tool_call_median_us: float
+    native_scan: bool = False
+    pass_through_python_scan_us: float | None = None
 
 
 def measure() -> CoreResult:
@@ -123,7 +130,26 @@ def measure() -> CoreResult:
         passes.append(spent / fed / 1000)
         spent, fed = _tool_round()
         tools.append(spent / fed / 1000)
-    return CoreResult(min(passes), min(tools), statistics.median(passes), statistics.median(tools))
+    fallback = None
+    if sse_scan.native_scan is not None:
+        native, stream.scan = stream.scan, sse_scan.scan_py
+        try:
+            fallback = min(spent / fed / 1000 for spent, fed in _rounds(_pass_through_round))
+        finally:
+            stream.scan = native
+    return CoreResult(
+        min(passes),
+        min(tools),
+        statistics.median(passes),
+        statistics.median(tools),
+        native_scan=sse_scan.native_scan is not None,
+        pass_through_python_scan_us=fallback,
+    )
+
+
+def _rounds(one: Callable[[], tuple[int, int]]) -> list[tuple[int, int]]:
+    one()  # warm up
+    return [one() for _ in range(ROUNDS)]
 
 
 if __name__ == "__main__":
