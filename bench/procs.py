@@ -87,12 +87,18 @@ def start_upstream(log_dir: Path) -> Server:
 
 
 def start_proxy(
-    upstream_port: int, log_dir: Path, name: str = "proxy", transport: str | None = None
+    upstream_port: int,
+    log_dir: Path,
+    name: str = "proxy",
+    transport: str | None = None,
+    workers: int = 1,
 ) -> Server:
     """The proxy as users run it (`toolcall-proxy serve --upstream URL --port P`), or with
-    another upstream transport (`bench.variant`)."""
+    another upstream transport (`bench.variant`), or with uvicorn worker processes."""
     port = free_port()
     launcher = ["proxy", "serve"] if transport is None else ["bench.variant", transport]
+    if workers > 1:
+        launcher += ["--workers", str(workers)]
     argv = [
         sys.executable,
         "-m",

@@ -41,7 +41,14 @@ http {{
     access_log off;
     client_body_temp_path {dir}/nginx-body;
     proxy_temp_path {dir}/nginx-proxy;
-    upstream bench {{ server 127.0.0.1:{upstream}; keepalive 256; }}
+    # nginx closes a keep-alive connection after 1,000 requests by default, which the bench
+    # client (one connection, thousands of requests) would read as a failure.
+    keepalive_requests 10000000;
+    upstream bench {{
+        server 127.0.0.1:{upstream};
+        keepalive 256;
+        keepalive_requests 10000000;
+    }}
     server {{
         listen 127.0.0.1:{port};
         location / {{
@@ -107,7 +114,8 @@ def transports(report: Report, upstream: procs.Server, sizes: Sizes, work: Path)
 
 
 def others(report: Report, upstream: procs.Server, sizes: Sizes, work: Path) -> Any:
-    """The uvicorn floor, and other proxies found on this machine (never required)."""
+    """The uvicorn floor, the proxy with two worker processes, and other proxies found on this
+    machine (never required)."""
     results: dict[str, Any] = {}
     rows = []
     port = procs.free_port()
@@ -119,6 +127,13 @@ def others(report: Report, upstream: procs.Server, sizes: Sizes, work: Path) -> 
     finally:
         floor.stop()
     rows.append(_row("uvicorn floor (answers itself, no upstream)", results["uvicorn_floor"]))
+    # Worker processes share the same two cores with the load tool and the upstream here.
+    workers = procs.start_proxy(upstream.port, work, name="proxy-workers", workers=2)
+    try:
+        results["proxy_workers_2"] = _measure(upstream, workers, sizes, work)
+    finally:
+        workers.stop()
+    rows.append(_row("the proxy with --workers 2", results["proxy_workers_2"]))
     nginx = shutil.which("nginx")
     if nginx is not None:
         results["nginx"] = _nginx(nginx, upstream, sizes, work)
@@ -140,5 +155,7 @@ def _nginx(nginx: str, upstream: procs.Server, sizes: Sizes, work: Path) -> Any:
         return {"error": str(exc)}
     try:
         return _measure(upstream, server, sizes, work)
+    except (OSError, RuntimeError) as exc:  # a reference row must never sink the run
+        return {"error": f"{type(exc).__name__}: {exc}"}
     finally:
         server.stop()
