@@ -7,6 +7,7 @@ head in time -> 504 upstream_timeout, a broken or stalled body -> upstream_strea
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import AsyncGenerator, Iterable, Iterator
 from contextlib import contextmanager
@@ -82,20 +83,27 @@ def upstream_request_headers(
     return headers
 
 
+_RESPONSE_DROP_RAW = frozenset(name.encode() for name in RESPONSE_DROP)
+
+
 def client_response_headers(
     upstream: httpx.Headers, *, keep_length: bool
 ) -> list[tuple[bytes, bytes]]:
-    """The upstream's response headers as the client should see them."""
-    drop = RESPONSE_DROP | {t.strip().lower() for t in upstream.get_list("connection")}
+    """The upstream's response headers as the client should see them (names lowercased).
+
+    Works on the raw bytes: no decoding and encoding back of every header (per response).
+    """
+    headers = [(name.lower(), value) for name, value in upstream.raw]
+    drop = _RESPONSE_DROP_RAW
+    for name, value in headers:
+        if name == b"connection":
+            drop = drop | {token.strip().lower() for token in value.split(b",")}
     if keep_length:
-        drop = drop - {"content-length"}
-    return [
-        (name.encode("latin-1"), value.encode("latin-1"))
-        for name, value in upstream.multi_items()
-        if name.lower() not in drop
-    ]
+        drop = drop - {b"content-length"}
+    return [(name, value) for name, value in headers if name not in drop]
 
 
+@functools.lru_cache(maxsize=256)  # routes are few and immutable; one Timeout each
 def timeouts(route: Route) -> httpx.Timeout:
     return httpx.Timeout(
         connect=route.connect_timeout,
@@ -302,12 +310,14 @@ class UpstreamClient(httpx.AsyncClient):
         if b"host" not in names:
             merged.insert(0, (b"Host", parsed.netloc))
         chosen = self.timeout if timeout is httpx.USE_CLIENT_DEFAULT else timeout
+        if not isinstance(chosen, httpx.Timeout):
+            chosen = httpx.Timeout(chosen)
         request = httpx.Request(
             method,
             parsed,
             headers=merged,
             stream=httpx.ByteStream(body),
-            extensions={"timeout": httpx.Timeout(chosen).as_dict()},
+            extensions={"timeout": chosen.as_dict()},
         )
         request.read()
         return request
