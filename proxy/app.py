@@ -278,7 +278,7 @@ class ProxyApp:
         send: Send,
         route: Route,
         url: str,
-        headers: list[tuple[str, str]],
+        headers: list[tuple[bytes, bytes]],
         raw: bytes,
         log: RequestLog,
     ) -> int:

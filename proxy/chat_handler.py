@@ -46,7 +46,7 @@ SSE_HEADERS = [
 class ChatRequest:
     route: Route
     url: str
-    headers: list[tuple[str, str]]
+    headers: list[tuple[bytes, bytes]]
     request_id: str
     log: RequestLog
     # The client's response body was ended (its last message sent); nothing may follow.

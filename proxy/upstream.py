@@ -45,14 +45,17 @@ RESPONSE_DROP = HOP_BY_HOP | {"content-length", "date", "server"}
 PROXY_KEY_HEADER = "x-toolcall-proxy-key"
 
 
-def _connection_tokens(headers: Iterable[tuple[bytes, bytes]]) -> set[str]:
-    tokens: set[str] = set()
+def _connection_tokens(headers: Iterable[tuple[bytes, bytes]]) -> set[bytes]:
+    tokens: set[bytes] = set()
     for name, value in headers:
         if name.lower() == b"connection":
-            tokens.update(
-                t.strip().lower() for t in value.decode("latin-1").split(",") if t.strip()
-            )
+            tokens.update(t.strip().lower() for t in value.split(b",") if t.strip())
     return tokens
+
+
+_REQUEST_DROP_RAW = frozenset(
+    name.encode() for name in (*REQUEST_DROP, PROXY_KEY_HEADER, "x-request-id")
+)
 
 
 def upstream_request_headers(
@@ -62,24 +65,24 @@ def upstream_request_headers(
     *,
     strip_authorization: bool,
     identity_encoding: bool,
-) -> list[tuple[str, str]]:
-    """The client's headers as the upstream should see them."""
-    drop = REQUEST_DROP | _connection_tokens(client_headers) | {PROXY_KEY_HEADER, "x-request-id"}
+) -> list[tuple[bytes, bytes]]:
+    """The client's headers as the upstream should see them (names lowercased).
+
+    Kept as bytes from the ASGI scope to the wire: no decoding and encoding back per header.
+    """
+    drop = _REQUEST_DROP_RAW | _connection_tokens(client_headers)
     upstream_key = route.upstream_key
     if upstream_key or strip_authorization:
-        drop = drop | {"authorization"}
+        drop = drop | {b"authorization"}
     if identity_encoding:
-        drop = drop | {"accept-encoding"}
-    headers = [
-        (name.decode("latin-1"), value.decode("latin-1"))
-        for name, value in client_headers
-        if name.decode("latin-1").lower() not in drop
-    ]
+        drop = drop | {b"accept-encoding"}
+    headers = [(name.lower(), value) for name, value in client_headers]
+    headers = [(name, value) for name, value in headers if name not in drop]
     if upstream_key:
-        headers.append(("authorization", f"Bearer {upstream_key}"))
+        headers.append((b"authorization", b"Bearer " + upstream_key.encode("latin-1")))
     if identity_encoding:
-        headers.append(("accept-encoding", "identity"))
-    headers.append(("x-request-id", request_id))
+        headers.append((b"accept-encoding", b"identity"))
+    headers.append((b"x-request-id", request_id.encode("latin-1")))
     return headers
 
 

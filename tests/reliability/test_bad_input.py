@@ -443,3 +443,24 @@ def test_passthrough_body_cut_short_reaches_the_client_as_a_broken_body(
         with pytest.raises(httpx.RemoteProtocolError):
             httpx.get(server.url + "/v1/models")
         assert httpx.get(server.url + "/healthz").status_code == 200
+
+
+@pytest.mark.parametrize("path", [CHAT, "/v1/models"], ids=["chat", "passthrough"])
+def test_header_values_outside_ascii_reach_the_upstream_unchanged(
+    make_proxy: ProxyFactory, recording: tuple[ServerThread, ScriptedUpstream], path: str
+) -> None:
+    # HTTP allows any byte 0x80-0xFF in a field value (obs-text); a proxy must not choke on one.
+    upstream, seen = recording
+    with make_proxy(upstream=upstream.url + "/v1") as proxy:
+        body = b'{"model": "m", "messages": [{"role": "user", "content": "x"}]}'
+        head = b"%s %s HTTP/1.1\r\nHost: proxy\r\nX-Note: caf\xe9 \xff\r\n" % (
+            b"POST" if path == CHAT else b"GET",
+            path.encode(),
+        )
+        if path == CHAT:
+            head += b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body)
+        answer = raw_exchange(
+            proxy.port, head + b"Connection: close\r\n\r\n" + body * (path == CHAT)
+        )
+    assert status_of(answer) == 200, answer[:300]
+    assert seen.seen[-1].path == path and seen.seen[-1].headers["x-note"] == "caf\xe9 \xff"

@@ -101,10 +101,11 @@ def test_request_headers_drop_hop_by_hop_and_host() -> None:
         identity_encoding=True,
     )
     names = [n for n, _ in headers]
-    assert "host" not in names and "connection" not in names and "te" not in names
-    assert "x-secret-hop" not in names and "content-length" not in names
-    assert ("authorization", "Bearer user") in headers and ("x-keep", "yes") in headers
-    assert ("x-request-id", "req_1") in headers and ("accept-encoding", "identity") in headers
+    assert b"host" not in names and b"connection" not in names and b"te" not in names
+    assert b"x-secret-hop" not in names and b"content-length" not in names
+    assert (b"authorization", b"Bearer user") in headers and (b"x-keep", b"yes") in headers
+    assert (b"x-request-id", b"req_1") in headers
+    assert (b"accept-encoding", b"identity") in headers
 
 
 def test_route_key_replaces_client_authorization(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -117,7 +118,7 @@ def test_route_key_replaces_client_authorization(monkeypatch: pytest.MonkeyPatch
         strip_authorization=False,
         identity_encoding=False,
     )
-    assert [v for n, v in headers if n == "authorization"] == ["Bearer sk-upstream"]
+    assert [v for n, v in headers if n == b"authorization"] == [b"Bearer sk-upstream"]
     assert "sk-upstream" not in repr(route), "the secret never sits in the settings"
 
 
