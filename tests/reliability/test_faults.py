@@ -5,6 +5,7 @@ after it."""
 
 from __future__ import annotations
 
+import gzip
 import logging
 import threading
 import time
@@ -18,7 +19,15 @@ import pytest
 from proxy import chat_handler
 from proxy.observability import LOGGER
 from tests.e2e.conftest import ProxyFactory
-from tests.reliability.upstreams import HOLD_LIMIT_S, SSE_HEADERS, Script, scripted, sse_body
+from tests.reliability.upstreams import (
+    HOLD_LIMIT_S,
+    JSON_HEADERS,
+    SSE_HEADERS,
+    Script,
+    completion_body,
+    scripted,
+    sse_body,
+)
 from tests.reliability.wire import (
     chat,
     data_events,
@@ -295,3 +304,43 @@ def test_reading_the_upstream_after_done_is_bounded(
             release.set()
         again = chat(proxy, "m", stream=True)
         assert reassemble_any(again.content)["content"] == "held"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_a_compressed_chat_answer_is_decoded_and_sanitized(
+    make_proxy: ProxyFactory, stream: bool
+) -> None:
+    """The proxy asks for `identity`, but an upstream may compress anyway: the chat core needs
+    the decoded body, and the client gets it decoded, without the content-encoding header."""
+    body = sse_body("zipped") if stream else completion_body("zipped")
+    packed = gzip.compress(body)
+    pieces = (packed[:40], packed[40:])  # the decoder must carry state across reads
+    headers = (*(SSE_HEADERS if stream else JSON_HEADERS), (b"content-encoding", b"gzip"))
+    script = Script(headers=headers, pieces=pieces)
+    with (
+        scripted({"/v1/chat/completions": script}) as (upstream, seen),
+        make_proxy(upstream=upstream.url + "/v1") as proxy,
+    ):
+        response = chat(proxy, "m", stream=stream)
+    assert response.status_code == 200
+    assert "content-encoding" not in response.headers
+    assert seen.seen[-1].headers["accept-encoding"] == "identity"
+    if stream:
+        assert data_events(response.content)[-1] == b"[DONE]"
+        assert reassemble_any(response.content)["content"] == "zipped"
+    else:
+        assert response.json()["choices"][0]["message"]["content"] == "zipped"
+
+
+def test_a_compressed_passthrough_answer_is_relayed_as_it_came(make_proxy: ProxyFactory) -> None:
+    listing = b'{"object":"list","data":[{"id":"m","object":"model"}]}'
+    packed = gzip.compress(listing)
+    script = Script(headers=(*JSON_HEADERS, (b"content-encoding", b"gzip")), pieces=(packed,))
+    with (
+        scripted({"/v1/models": script}) as (upstream, _),
+        make_proxy(upstream=upstream.url + "/v1") as proxy,
+        httpx.stream("GET", proxy.url + "/v1/models", timeout=10) as response,
+    ):
+        raw = b"".join(response.iter_raw())
+        assert response.headers["content-encoding"] == "gzip"
+    assert raw == packed
