@@ -265,7 +265,6 @@ def test_the_client_body_ends_with_done_while_the_upstream_keeps_its_body_open(
 def test_reading_the_upstream_after_done_is_bounded(
     make_proxy: ProxyFactory,
     monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
     bound: str,
 ) -> None:
     """After the client's body ended, the rest of the upstream body is read only up to
@@ -282,9 +281,15 @@ def test_reading_the_upstream_after_done_is_bounded(
         scripted({"/v1/chat/completions": held}) as (upstream, _),
         make_proxy(upstream=upstream.url + "/v1") as proxy,
     ):
+        # On the proxy's logger itself: its records need not propagate to the root.
+        lines: list[logging.LogRecord] = []
+        handler = logging.Handler(logging.INFO)
+        handler.emit = lines.append  # type: ignore[method-assign,assignment]
+        level = LOGGER.level
+        LOGGER.addHandler(handler)
+        LOGGER.setLevel(logging.INFO)
         try:
             served = metric(proxy, "toolcall_proxy_requests_total", status="200", stream="true")
-            caplog.set_level(logging.INFO, logger=LOGGER.name)
             sent = time.monotonic()
             response = chat(proxy, "m", stream=True)
             client_ms = (time.monotonic() - sent) * 1000
@@ -296,12 +301,14 @@ def test_reading_the_upstream_after_done_is_bounded(
             ):
                 assert time.monotonic() < deadline, "the proxy kept reading the upstream"
             assert not release.is_set(), "counted while the upstream still holds its body"
-            [line] = [r for r in caplog.records if r.getMessage() == "request"]
+            [line] = [r for r in lines if r.getMessage() == "request"]
             fields = line.fields  # type: ignore[attr-defined]
             # The logged duration is the client's (up to the body's end), not the reading after.
             assert fields["status"] == 200 and fields["duration_ms"] <= client_ms
         finally:
             release.set()
+            LOGGER.removeHandler(handler)
+            LOGGER.setLevel(level)
         again = chat(proxy, "m", stream=True)
         assert reassemble_any(again.content)["content"] == "held"
 
