@@ -172,7 +172,7 @@ class ProxyApp:
         keys = self.settings.proxy_keys
         if not keys:
             return
-        presented = header(scope, PROXY_KEY_HEADER.encode())
+        presented = header(scope, PROXY_KEY_HEADER)
         if presented is None:
             auth = header(scope, b"authorization") or b""
             presented = auth[7:].strip() if auth[:7].lower() == b"bearer " else None
@@ -256,9 +256,7 @@ class ProxyApp:
         request_id: str,
         log: RequestLog,
     ) -> int:
-        strip_auth = (
-            bool(self.settings.proxy_keys) and header(scope, PROXY_KEY_HEADER.encode()) is None
-        )
+        strip_auth = bool(self.settings.proxy_keys) and header(scope, PROXY_KEY_HEADER) is None
         headers = upstream_request_headers(
             scope["headers"],
             route,

@@ -24,38 +24,43 @@ from proxy.errors import (
 )
 from proxy.transport import HttptoolsTransport
 
+# Header names as the ASGI scope and httpx's raw lists carry them: lowercase bytes.
 # RFC 9110 §7.6.1 connection-specific headers, plus those only meaningful for one hop.
 HOP_BY_HOP = frozenset(
     {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
     }
 )
+PROXY_KEY_HEADER = b"x-toolcall-proxy-key"
 # Never sent upstream: the upstream's own Host is set by the client library, body length is
-# recomputed, and forwarding headers from the client must not steer or mislead the upstream.
-REQUEST_DROP = HOP_BY_HOP | {"host", "content-length", "forwarded", "x-forwarded-host"}
-RESPONSE_DROP = HOP_BY_HOP | {"content-length", "date", "server"}
-PROXY_KEY_HEADER = "x-toolcall-proxy-key"
+# recomputed, forwarding headers from the client must not steer or mislead the upstream, the
+# proxy key is the proxy's, and the request id is the proxy's own.
+REQUEST_DROP = HOP_BY_HOP | {
+    b"host",
+    b"content-length",
+    b"forwarded",
+    b"x-forwarded-host",
+    PROXY_KEY_HEADER,
+    b"x-request-id",
+}
+RESPONSE_DROP = HOP_BY_HOP | {b"content-length", b"date", b"server"}
 
 
 def _connection_tokens(headers: Iterable[tuple[bytes, bytes]]) -> set[bytes]:
+    """The header names a Connection header lists: hop-by-hop too (RFC 9110 §7.6.1)."""
     tokens: set[bytes] = set()
     for name, value in headers:
         if name.lower() == b"connection":
             tokens.update(t.strip().lower() for t in value.split(b",") if t.strip())
     return tokens
-
-
-_REQUEST_DROP_RAW = frozenset(
-    name.encode() for name in (*REQUEST_DROP, PROXY_KEY_HEADER, "x-request-id")
-)
 
 
 def upstream_request_headers(
@@ -70,7 +75,7 @@ def upstream_request_headers(
 
     Kept as bytes from the ASGI scope to the wire: no decoding and encoding back per header.
     """
-    drop = _REQUEST_DROP_RAW | _connection_tokens(client_headers)
+    drop = REQUEST_DROP | _connection_tokens(client_headers)
     upstream_key = route.upstream_key
     if upstream_key or strip_authorization:
         drop = drop | {b"authorization"}
@@ -86,9 +91,6 @@ def upstream_request_headers(
     return headers
 
 
-_RESPONSE_DROP_RAW = frozenset(name.encode() for name in RESPONSE_DROP)
-
-
 def client_response_headers(
     upstream: httpx.Headers, *, keep_length: bool
 ) -> list[tuple[bytes, bytes]]:
@@ -97,10 +99,7 @@ def client_response_headers(
     Works on the raw bytes: no decoding and encoding back of every header (per response).
     """
     headers = [(name.lower(), value) for name, value in upstream.raw]
-    drop = _RESPONSE_DROP_RAW
-    for name, value in headers:
-        if name == b"connection":
-            drop = drop | {token.strip().lower() for token in value.split(b",")}
+    drop = RESPONSE_DROP | _connection_tokens(headers)
     if keep_length:
         drop = drop - {b"content-length"}
     return [(name, value) for name, value in headers if name not in drop]
