@@ -40,9 +40,9 @@ from proxy.server import ResponseProgress, end_for_shutdown
 from proxy.upstream import (
     PROXY_KEY_HEADER,
     client_response_headers,
-    iter_body,
     make_upstream_client,
     map_upstream_errors,
+    relay,
     timeouts,
     upstream_request_headers,
     upstream_url,
@@ -287,30 +287,16 @@ class ProxyApp:
         with map_upstream_errors(streaming_body=False):
             response = await self.client.send(request, stream=True)
         log.mark_first_byte()
+        headers = with_request_id(
+            client_response_headers(response.headers, keep_length=True), log.fields["request_id"]
+        )
         try:
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": response.status_code,
-                    "headers": with_request_id(
-                        client_response_headers(response.headers, keep_length=True),
-                        log.fields["request_id"],
-                    ),
-                }
-            )
-            try:
-                async for chunk in iter_body(response, decoded=False):
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            except ProxyError as exc:
-                self.metrics.upstream_errors.labels(exc.code or "stream").inc()
-                log.fields["error"] = exc.code
-                # The head is out, so no error can follow. Ending the body here would hand
-                # the client a truncated body that looks complete; leaving the response
-                # unfinished makes the server drop the connection, which the client sees.
-                return response.status_code
-            await send({"type": "http.response.body", "body": b""})
+            failure = await relay(response, send, headers)
         finally:
             await response.aclose()
+        if failure is not None:
+            self.metrics.upstream_errors.labels(failure.code or "stream").inc()
+            log.fields["error"] = failure.code
         return response.status_code
 
     async def _until_disconnect(

@@ -33,6 +33,7 @@ from proxy.upstream import (
     iter_body,
     map_upstream_errors,
     read_body,
+    relay,
     timeouts,
 )
 
@@ -96,20 +97,13 @@ class ChatHandler:
 
     async def _relay(self, req: ChatRequest, response: httpx.Response, send: Send) -> int:
         """Non-2xx (or unknown content): status, headers and body unchanged (SPEC §6)."""
-        headers = client_response_headers(response.headers, keep_length=False)
-        await send(
-            {"type": "http.response.start", "status": response.status_code, "headers": headers}
+        failure = await relay(
+            response, send, client_response_headers(response.headers, keep_length=False)
         )
-        try:
-            async for chunk in iter_body(response, decoded=False):
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        except UpstreamStreamError as exc:
-            self.metrics.upstream_errors.labels(exc.code or "stream").inc()
-            req.log.fields["error"] = exc.code
-            # Head sent: leave the body unfinished so the server drops the connection; ending
-            # it would pass a truncated error body off as complete.
+        if failure is not None:
+            self.metrics.upstream_errors.labels(failure.code or "stream").inc()
+            req.log.fields["error"] = failure.code
             return response.status_code
-        await send({"type": "http.response.body", "body": b""})
         if response.status_code >= 500 or response.status_code == 429:
             self.metrics.upstream_errors.labels(f"status_{response.status_code}").inc()
         return response.status_code

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from proxy.asgi import Send
 from proxy.config import Route
 from proxy.errors import (
     ClientRequestError,
@@ -207,6 +208,26 @@ async def iter_body(response: httpx.Response, *, decoded: bool) -> AsyncGenerato
             if chunk:
                 yield chunk
         await response.aclose()
+
+
+async def relay(
+    response: httpx.Response, send: Send, headers: list[tuple[bytes, bytes]]
+) -> UpstreamStreamError | None:
+    """Send the upstream's status, the given headers and its body as it came.
+
+    If the body breaks, the head is out, so no error can follow: ending the body would hand
+    the client a truncated body that looks complete. It is left unfinished instead, so the
+    server drops the connection, which the client sees. Returns that failure, for the
+    caller's accounting, or None.
+    """
+    await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+    try:
+        async for chunk in iter_body(response, decoded=False):
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    except UpstreamStreamError as exc:
+        return exc
+    await send({"type": "http.response.body", "body": b""})
+    return None
 
 
 async def read_body(response: httpx.Response) -> bytes:
