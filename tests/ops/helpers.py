@@ -29,6 +29,19 @@ PROXY_BIN = Path(sys.executable).with_name("toolcall-proxy")
 _RUNNING = re.compile(r"Uvicorn running on http://([0-9.]+):(\d+)")
 
 
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """The repository's Dockerfile as (INSTRUCTION, arguments) pairs: continuation lines
+    joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", (REPO / "Dockerfile").read_text(encoding="utf-8"))
+    pairs = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            pairs.append((word.upper(), rest.strip()))
+    return pairs
+
+
 def wait_until(condition: Callable[[], T], timeout: float, what: str) -> T:
     """Poll `condition` until it returns something truthy; fail at the deadline."""
     deadline = time.monotonic() + timeout

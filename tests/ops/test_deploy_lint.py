@@ -22,7 +22,7 @@ import yaml
 from proxy.cli import main
 from proxy.config import DEFAULT_PORT, Route, load_yaml_routes
 from proxy.server import BACKSTOP_SECONDS
-from tests.ops.helpers import REPO
+from tests.ops.helpers import REPO, dockerfile_instructions
 
 BIN = Path(sys.executable).parent
 DOCKERFILE = REPO / "Dockerfile"
@@ -65,21 +65,8 @@ def test_hadolint_is_really_checking(tmp_path: Path) -> None:
     assert "DL3007" in result.stdout and "DL3013" in result.stdout
 
 
-def _instructions() -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped."""
-    text = DOCKERFILE.read_text(encoding="utf-8")
-    text = re.sub(r"\\\n", " ", text)
-    pairs = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            word, _, rest = line.partition(" ")
-            pairs.append((word.upper(), rest.strip()))
-    return pairs
-
-
 def test_dockerfile_is_multi_stage_slim_non_root_and_configured_by_environment() -> None:
-    pairs = _instructions()
+    pairs = dockerfile_instructions()
     stages = [args for word, args in pairs if word == "FROM"]
     assert len(stages) >= 2, "build and runtime stages"
     base = next(args for word, args in pairs if word == "ARG" and args.startswith("PYTHON_IMAGE"))
@@ -108,7 +95,7 @@ def test_dockerignore_keeps_only_what_the_build_copies() -> None:
     assert patterns[0] == "*", "an allow-list: everything is excluded first"
     allowed = {p[1:].rstrip("/") for p in patterns if p.startswith("!")}
     copied = set()
-    for word, args in _instructions():
+    for word, args in dockerfile_instructions():
         if word == "COPY" and "--from" not in args:
             copied.update(shlex.split(args)[:-1])
     assert copied == allowed, (copied, allowed)

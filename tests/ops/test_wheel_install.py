@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import shutil
 import signal
@@ -27,7 +26,7 @@ from typing import Any
 import httpx
 import yaml
 
-from tests.ops.helpers import REPO, ServeProcess, clean_env
+from tests.ops.helpers import REPO, ServeProcess, clean_env, dockerfile_instructions
 
 DRAIN = 3.0
 
@@ -38,20 +37,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _dockerfile() -> list[tuple[str, str]]:
-    text = re.sub(r"\\\n", " ", (REPO / "Dockerfile").read_text(encoding="utf-8"))
-    pairs = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            word, _, rest = line.partition(" ")
-            pairs.append((word.upper(), rest.strip()))
-    return pairs
-
-
 def _build_stage_copies() -> list[str]:
     """The sources the build stage copies (the first stage's COPY lines)."""
-    pairs = _dockerfile()
+    pairs = dockerfile_instructions()
     froms = [i for i, (word, _) in enumerate(pairs) if word == "FROM"]
     stage = pairs[froms[0] : froms[1]]
     sources: list[str] = []
@@ -62,7 +50,7 @@ def _build_stage_copies() -> list[str]:
 
 
 def _healthcheck() -> list[str]:
-    args = next(a for word, a in _dockerfile() if word == "HEALTHCHECK")
+    args = next(a for word, a in dockerfile_instructions() if word == "HEALTHCHECK")
     command = json.loads(args[args.index("CMD") + 3 :].strip())
     assert isinstance(command, list)
     return [str(part) for part in command]
