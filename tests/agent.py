@@ -7,6 +7,7 @@ keyed by the call's id, and stops when the model answers without tool calls or a
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,21 +132,26 @@ class _Message:
     tool_calls: list[_Call] | None
 
 
-def _accumulate(chunks: Any) -> _Message:
+def concatenate_stream(chunks: Iterable[Any]) -> tuple[str, list[dict[str, str]]]:
     """Reassemble a stream the way most hand-written clients do: keyed by `index`,
-    concatenating every string field they receive (so repeated ids or names would show)."""
+    concatenating every string field they receive (so repeated ids or names would show).
+    Returns the content and the calls in index order, each {"id", "name", "arguments"}."""
     content: list[str] = []
     calls: dict[int, dict[str, str]] = {}
     for chunk in chunks:
         for choice in chunk.choices:
             delta = choice.delta
-            if delta.content:
-                content.append(delta.content)
+            content.append(delta.content or "")
             for tc in delta.tool_calls or []:
                 slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
                 slot["id"] += tc.id or ""
                 if tc.function is not None:
                     slot["name"] += tc.function.name or ""
                     slot["arguments"] += tc.function.arguments or ""
-    tool_calls = [_Call(c["id"], _Fn(c["name"], c["arguments"])) for _, c in sorted(calls.items())]
-    return _Message("".join(content) or None, tool_calls or None)
+    return "".join(content), [call for _, call in sorted(calls.items())]
+
+
+def _accumulate(chunks: Any) -> _Message:
+    content, calls = concatenate_stream(chunks)
+    tool_calls = [_Call(c["id"], _Fn(c["name"], c["arguments"])) for c in calls]
+    return _Message(content or None, tool_calls or None)

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.servers import ServerThread
+
 # Simulator profile -> how many tool calls its 3 rounds make (2 per round: parallel calls).
 PROFILES: dict[str, int] = {
     "kimi": 3,  # functions.<name>:0 reused every turn
@@ -178,3 +180,8 @@ def run_node(script: str, base_url: str, models: list[str], mode: str) -> dict[s
         loops[raw["model"]] = loop
     assert sorted(loops) == sorted(models), proc.stdout + proc.stderr
     return loops
+
+
+def url(server: ServerThread) -> str:
+    """The OpenAI base URL of a proxy or simulator on loopback."""
+    return server.url + "/v1"

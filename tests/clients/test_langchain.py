@@ -24,6 +24,7 @@ from tests.clients.common import (
     assert_loop_completes,
     assert_replay_loop_reported,
     assert_usage_reported,
+    url,
 )
 from tests.servers import ServerThread
 
@@ -123,10 +124,6 @@ async def run(base_url: str, model: str, mode: str) -> Loop:
     if mode.startswith("a"):
         return await async_loop(base_url, model, mode)
     return sync_loop(base_url, model, mode)
-
-
-def url(server: ServerThread) -> str:
-    return server.url + "/v1"
 
 
 @pytest.mark.parametrize("mode", MODES)

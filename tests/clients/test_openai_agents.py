@@ -30,6 +30,7 @@ from tests.clients.common import (
     assert_loop_completes,
     assert_replay_loop_reported,
     assert_usage_reported,
+    url,
 )
 from tests.servers import ServerThread
 
@@ -86,10 +87,6 @@ async def agent_loop(base_url: str, model: str, mode: str) -> Loop:
         except Exception as exc:
             loop.fail(exc)
     return loop
-
-
-def url(server: ServerThread) -> str:
-    return server.url + "/v1"
 
 
 @pytest.mark.parametrize("mode", MODES)

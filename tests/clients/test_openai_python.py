@@ -11,6 +11,7 @@ from typing import Any
 import openai
 import pytest
 
+from tests.agent import concatenate_stream
 from tests.clients.common import (
     MAX_STEPS,
     PROFILES,
@@ -21,6 +22,7 @@ from tests.clients.common import (
     assert_loop_completes,
     assert_replay_loop_reported,
     assert_usage_reported,
+    url,
 )
 from tests.servers import ServerThread
 
@@ -32,27 +34,9 @@ Message = dict[str, Any]
 
 def merge_chunks(loop: Loop, chunks: list[Any]) -> Message:
     """What hand-written stream consumers do: key calls by `index`, concatenate strings."""
-    content: list[str] = []
-    calls: dict[int, dict[str, str]] = {}
-    for chunk in chunks:
-        if chunk.usage is not None:
-            loop.usage.append(chunk.usage.total_tokens)
-        for choice in chunk.choices:
-            delta = choice.delta
-            content.append(delta.content or "")
-            for tc in delta.tool_calls or []:
-                slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
-                slot["id"] += tc.id or ""
-                if tc.function is not None:
-                    slot["name"] += tc.function.name or ""
-                    slot["arguments"] += tc.function.arguments or ""
-    return {
-        "content": "".join(content),
-        "tool_calls": [
-            {"id": c["id"], "name": c["name"], "arguments": c["arguments"]}
-            for _, c in sorted(calls.items())
-        ],
-    }
+    loop.usage.extend(chunk.usage.total_tokens for chunk in chunks if chunk.usage is not None)
+    content, calls = concatenate_stream(chunks)
+    return {"content": content, "tool_calls": calls}
 
 
 def from_completion(loop: Loop, completion: Any) -> Message:
@@ -140,10 +124,6 @@ async def async_loop(base_url: str, model: str, mode: str) -> Loop:
         except Exception as exc:
             loop.fail(exc)
     return loop
-
-
-def url(server: ServerThread) -> str:
-    return server.url + "/v1"
 
 
 @pytest.mark.parametrize("mode", MODES)
