@@ -13,7 +13,6 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import orjson
@@ -74,34 +73,21 @@ def _core() -> StreamSanitizer:
     return StreamSanitizer(ids)
 
 
-def _pass_through_round() -> tuple[int, int]:
-    """CPU ns spent feeding content deltas (the role chunk that opens each stream untimed)."""
+def _round(events: list[bytes], chunks: int) -> float:
+    """CPU us per chunk spent feeding `events`, stream after stream, about `chunks` in all (the
+    role chunk that opens each stream untimed)."""
     spent = fed = 0
     clock = time.process_time_ns
-    for _ in range(PASS_CHUNKS // len(CONTENT)):
+    for _ in range(chunks // len(events)):
         core = _core()
         core.feed(ROLE)
         start = clock()
-        for event in CONTENT:
-            core.feed(event)
-        spent += clock() - start
-        fed += len(CONTENT)
-    return spent, fed
-
-
-def _tool_round() -> tuple[int, int]:
-    spent = fed = 0
-    clock = time.process_time_ns
-    for _ in range(TOOL_CHUNKS // len(TOOL)):
-        core = _core()
-        core.feed(ROLE)
-        start = clock()
-        for event in TOOL:
+        for event in events:
             out = core.feed(event)
         spent += clock() - start
-        fed += len(TOOL)
-        assert out, "the core held back a tool-call fragment"
-    return spent, fed
+        fed += len(events)
+        assert out, "the core held back the stream's last chunk"
+    return spent / fed / 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,21 +106,20 @@ class CoreResult:
 
 
 def measure() -> CoreResult:
-    _pass_through_round()  # warm up
-    _tool_round()
+    _round(CONTENT, PASS_CHUNKS)  # warm up
+    _round(TOOL, TOOL_CHUNKS)
     passes: list[float] = []
     tools: list[float] = []
     gc.collect()
-    for _ in range(ROUNDS):
-        spent, fed = _pass_through_round()
-        passes.append(spent / fed / 1000)
-        spent, fed = _tool_round()
-        tools.append(spent / fed / 1000)
+    for _ in range(ROUNDS):  # interleaved, so both see the same disturbances
+        passes.append(_round(CONTENT, PASS_CHUNKS))
+        tools.append(_round(TOOL, TOOL_CHUNKS))
     fallback = None
     if sse_scan.native_scan is not None:
         native, stream.scan = stream.scan, sse_scan.scan_py
         try:
-            fallback = min(spent / fed / 1000 for spent, fed in _rounds(_pass_through_round))
+            _round(CONTENT, PASS_CHUNKS)  # warm up
+            fallback = min(_round(CONTENT, PASS_CHUNKS) for _ in range(ROUNDS))
         finally:
             stream.scan = native
     return CoreResult(
@@ -145,11 +130,6 @@ def measure() -> CoreResult:
         native_scan=sse_scan.native_scan is not None,
         pass_through_python_scan_us=fallback,
     )
-
-
-def _rounds(one: Callable[[], tuple[int, int]]) -> list[tuple[int, int]]:
-    one()  # warm up
-    return [one() for _ in range(ROUNDS)]
 
 
 if __name__ == "__main__":
