@@ -130,12 +130,7 @@ def check_stream(
             if choice.get("finish_reason") is not None:
                 state.finish.append(choice["finish_reason"])
                 _check_finish(choice["finish_reason"], state)
-    if policy != "off":
-        assert len(seen_ids) == len(set(seen_ids)), f"client ids repeat: {seen_ids}"
-        assert not set(seen_ids) & history_client_ids, "a client id reuses a history id"
-    if policy in ("auto", "always"):
-        for call_id in seen_ids:
-            assert CLIENT_ID_RE.fullmatch(call_id), f"client id breaks §2's charset: {call_id!r}"
+    _check_client_ids(seen_ids, history_client_ids, policy)
     if done_at and core.error is None:
         for state in choices.values():
             for call in state.calls.values():
@@ -220,6 +215,11 @@ def check_completion(
             assert reason not in ("stop", "function_call", "eos", None), f"finish {reason!r}"
         else:
             assert reason != "tool_calls", "finish_reason tool_calls without tool calls"
+    _check_client_ids(seen, history_client_ids, policy)
+
+
+def _check_client_ids(seen: list[str], history_client_ids: frozenset[str], policy: str) -> None:
+    """SPEC §2 on the ids a response gave: unique, never a history id, in the charset."""
     if policy != "off":
         assert len(seen) == len(set(seen)), f"client ids repeat: {seen}"
         assert not set(seen) & history_client_ids, "a client id reuses a history id"
