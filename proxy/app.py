@@ -295,8 +295,7 @@ class ProxyApp:
         finally:
             await response.aclose()
         if failure is not None:
-            self.metrics.upstream_errors.labels(failure.code or "stream").inc()
-            log.fields["error"] = failure.code
+            self.metrics.stream_failed(log, failure)
         return response.status_code
 
     async def _until_disconnect(

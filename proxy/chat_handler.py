@@ -101,8 +101,7 @@ class ChatHandler:
             response, send, client_response_headers(response.headers, keep_length=False)
         )
         if failure is not None:
-            self.metrics.upstream_errors.labels(failure.code or "stream").inc()
-            req.log.fields["error"] = failure.code
+            self.metrics.stream_failed(req.log, failure)
             return response.status_code
         if response.status_code >= 500 or response.status_code == 429:
             self.metrics.upstream_errors.labels(f"status_{response.status_code}").inc()
@@ -298,8 +297,7 @@ class ChatHandler:
         return True
 
     async def _stream_error(self, req: ChatRequest, send: Send, exc: ProxyError) -> None:
-        self.metrics.upstream_errors.labels(exc.code or "stream").inc()
-        req.log.fields["error"] = exc.code
+        self.metrics.stream_failed(req.log, exc)
         await send({"type": "http.response.body", "body": exc.sse_bytes(), "more_body": True})
 
     # -- non-streaming --------------------------------------------------------------------------

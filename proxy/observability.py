@@ -18,6 +18,7 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from proxy.chat.notes import CallDropped, DeltaRepaired, IdRewritten, Note, explain
+from proxy.errors import ProxyError
 
 LOGGER = logging.getLogger("toolcall_proxy")
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -85,6 +86,11 @@ class Metrics:
                         self.ids_rewritten.labels(note.reason).inc()
                 case DeltaRepaired():
                     self.deltas_repaired.labels(note.kind).inc()
+
+    def stream_failed(self, log: RequestLog, error: ProxyError) -> None:
+        """A response that broke after its head went out: counted, and named in the log line."""
+        self.upstream_errors.labels(error.code or "stream").inc()
+        log.fields["error"] = error.code
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
