@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from bench.upstream import ROLE, sse_event
 from proxy.chat import sse_scan, stream
 from proxy.chat.decide import ResponseIds
 from proxy.chat.guard import GuardState
@@ -29,22 +30,8 @@ ROUNDS = 7
 PASS_CHUNKS = 4000  # per round: 20 streams of 200 deltas
 TOOL_CHUNKS = 2000  # per round: 40 streams of one call in 50 deltas
 
-_HEAD = {
-    "id": "chatcmpl-bench0000000000000000000000",
-    "object": "chat.completion.chunk",
-    "created": 1700000000,
-    "model": "bench",
-    "system_fingerprint": "fp_bench",
-}
-
-
-def _event(delta: dict[str, object], finish: str | None = None) -> bytes:
-    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-    return b"data: " + orjson.dumps({**_HEAD, "choices": [choice]}) + b"\n\n"
-
-
-ROLE = _event({"role": "assistant", "content": ""})
-CONTENT = [_event({"content": f"word{n} "}) for n in range(200)]
+# The same events the benchmark upstream streams.
+CONTENT = [sse_event({"content": f"word{n} "}) for n in range(200)]
 
 
 def _tool_stream(fragments: int) -> list[bytes]:
@@ -58,9 +45,10 @@ def _tool_stream(fragments: int) -> list[bytes]:
         "type": "function",
         "function": {"name": "read_file", "arguments": ""},
     }
-    events = [_event({"role": "assistant", "content": None, "tool_calls": [header]})]
+    events = [sse_event({"role": "assistant", "content": None, "tool_calls": [header]})]
     events += [
-        _event({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}) for piece in pieces
+        sse_event({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+        for piece in pieces
     ]
     return events
 

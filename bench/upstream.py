@@ -42,7 +42,8 @@ _ENVELOPE = {
 }
 
 
-def _chunk(delta: dict[str, object], finish: str | None = None) -> bytes:
+def sse_event(delta: dict[str, object], finish: str | None = None) -> bytes:
+    """One `data:` event of a chat.completion.chunk with one choice (the benchmark's shape)."""
     choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
     return b"data: " + orjson.dumps({**_ENVELOPE, "choices": [choice]}) + b"\n\n"
 
@@ -51,8 +52,8 @@ def _http_chunk(data: bytes) -> bytes:
     return b"%x\r\n%b\r\n" % (len(data), data)
 
 
-ROLE = _chunk({"role": "assistant", "content": ""})
-FINISH = _chunk({}, "stop") + b"data: [DONE]\n\n"
+ROLE = sse_event({"role": "assistant", "content": ""})
+FINISH = sse_event({}, "stop") + b"data: [DONE]\n\n"
 SMALL_COMPLETION = orjson.dumps(
     {
         "id": "chatcmpl-bench0000000000000000000000",
@@ -83,12 +84,12 @@ END = b"0\r\n\r\n"
 FAST_RESPONSE = (
     SSE_HEAD
     + _http_chunk(ROLE)
-    + b"".join(_http_chunk(_chunk({"content": f"word{n} "})) for n in range(FAST_CHUNKS))
+    + b"".join(_http_chunk(sse_event({"content": f"word{n} "})) for n in range(FAST_CHUNKS))
     + _http_chunk(FINISH)
     + END
 )
 _MARK = b"\x00stamp\x00"
-_PACED_BEFORE, _PACED_AFTER = _chunk({"content": _MARK.decode()}).split(
+_PACED_BEFORE, _PACED_AFTER = sse_event({"content": _MARK.decode()}).split(
     orjson.dumps(_MARK.decode())
 )
 
