@@ -94,6 +94,10 @@ class ScriptedUpstream:
             )
         return Script(pieces=(b'{"object":"list","data":[]}',))
 
+    def pick(self, path: str, stream: bool) -> Script:
+        """The script answering this request (it is already recorded in `seen`)."""
+        return self.scripts.get(path) or self.default(path, stream)
+
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             while True:
@@ -122,7 +126,7 @@ class ScriptedUpstream:
                 stream = isinstance(parsed, dict) and parsed.get("stream") is True
             except orjson.JSONDecodeError:
                 pass
-        script = self.scripts.get(path) or self.default(path, stream)
+        script = self.pick(path, stream)
         await send(
             {"type": "http.response.start", "status": script.status, "headers": script.headers}
         )
@@ -142,6 +146,31 @@ class ScriptedUpstream:
 @contextmanager
 def scripted(scripts: dict[str, Script] | None = None) -> Iterator[tuple[ServerThread, Any]]:
     upstream = ScriptedUpstream(dict(scripts or {}))
+    with serving(upstream) as server:
+        yield server, upstream
+
+
+@dataclass
+class SequenceUpstream(ScriptedUpstream):
+    """Answers the n-th chat completion with the n-th of `rounds`, and the last one again after
+    them: an upstream whose answer changes from round to round (follow-up rounds, SPEC §5)."""
+
+    rounds: tuple[Script, ...] = ()
+
+    def pick(self, path: str, stream: bool) -> Script:
+        if not path.endswith("/chat/completions") or not self.rounds:
+            return super().pick(path, stream)
+        count = sum(1 for seen in self.seen if seen.path == path)  # this request included
+        return self.rounds[min(count, len(self.rounds)) - 1]
+
+    def chat_requests(self) -> list[dict[str, Any]]:
+        """The JSON bodies of the chat completions it was sent, in order."""
+        return [orjson.loads(s.body) for s in self.seen if s.path.endswith("/chat/completions")]
+
+
+@contextmanager
+def sequenced(*rounds: Script) -> Iterator[tuple[ServerThread, SequenceUpstream]]:
+    upstream = SequenceUpstream(rounds=rounds)
     with serving(upstream) as server:
         yield server, upstream
 
