@@ -35,6 +35,9 @@ class Script:
     cut: bool = False  # raise after the pieces: the server drops the connection mid-body
     # After the pieces, keep the body open until this is set (at most HOLD_LIMIT_S).
     hold: threading.Event | None = field(default=None, compare=False)
+    # Lockstep: before each piece after the first, take one release of this (at most
+    # HOLD_LIMIT_S each), so a test decides when the next write may go out.
+    gate: threading.Semaphore | None = field(default=None, compare=False)
 
 
 HOLD_LIMIT_S = 10.0
@@ -130,7 +133,10 @@ class ScriptedUpstream:
         await send(
             {"type": "http.response.start", "status": script.status, "headers": script.headers}
         )
-        for piece in script.pieces:
+        for number, piece in enumerate(script.pieces):
+            if number and script.gate is not None:
+                if not await asyncio.to_thread(script.gate.acquire, timeout=HOLD_LIMIT_S):
+                    raise _Cut("the gate was not released in time")
             parts = [piece[i : i + 1] for i in range(len(piece))] if script.drip else [piece]
             for part in parts:
                 await send({"type": "http.response.body", "body": part, "more_body": True})
