@@ -184,12 +184,6 @@ async def iter_body(response: httpx.Response, *, decoded: bool) -> AsyncGenerato
     `decoded` undoes a content-encoding (what the chat core needs); otherwise the bytes are
     passed on as they came, with the upstream's content-encoding header kept.
     """
-    if response.is_stream_consumed:
-        # A transport that hands back an already-read response (httpx.MockTransport does):
-        # its body is in memory, and streaming it again would raise StreamConsumed.
-        if response.content:
-            yield response.content
-        return
     with map_upstream_errors(streaming_body=True):
         if decoded and response.headers.get("content-encoding", "identity") != "identity":
             async for chunk in response.aiter_bytes():
