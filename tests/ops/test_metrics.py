@@ -15,7 +15,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
-import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -23,13 +22,7 @@ from proxy.app import ProxyApp
 from proxy.config import Route, Settings
 from proxy.observability import Metrics
 from proxy.simulator import SimulatorLog, create_simulator_app
-from tests.reliability.upstreams import (
-    SSE_HEADERS,
-    Script,
-    SequenceUpstream,
-    completion_body,
-    sse_body,
-)
+from tests.reliability.upstreams import SequenceUpstream, answer, tool_calls
 
 SECRET = "sk-metrics-test-secret-0123456789"
 PROXY_KEY = "pk-metrics-test-key-9876543210"
@@ -224,57 +217,19 @@ TWO_ANSWERED: list[dict[str, Any]] = [
     {
         "role": "assistant",
         "content": None,
-        "tool_calls": [
-            {"id": i, "type": "function", "function": {"name": "run_shell_command", "arguments": a}}
-            for i, a in TWO_CALLS
-        ],
+        "tool_calls": tool_calls(*((i, "run_shell_command", a) for i, a in TWO_CALLS)),
     },
     *({"role": "tool", "tool_call_id": i, "content": "ok"} for i, _ in TWO_CALLS),
 ]
 
 
-def _two_replays_then_text(stream: bool) -> tuple[Script, Script]:
-    """Round 1 replays both answered calls of TWO_ANSWERED; round 2 answers in text."""
-    calls = [
-        {
-            "id": call_id,
-            "type": "function",
-            "function": {"name": "run_shell_command", "arguments": args},
-        }
-        for call_id, args in TWO_CALLS
-    ]
-    if not stream:
-        replay = {
-            "id": "chatcmpl-r1",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "m",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": None, "tool_calls": calls},
-                    "finish_reason": "tool_calls",
-                }
-            ],
-        }
-        return Script(pieces=(orjson.dumps(replay),)), Script(pieces=(completion_body("Done."),))
-    head = {"id": "chatcmpl-r1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
-    chunks = [
-        {**head, "choices": [{"index": 0, "delta": {"tool_calls": [{"index": i, **call}]}}]}
-        for i, call in enumerate(calls)
-    ]
-    chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
-    events = b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks)
-    return (
-        Script(headers=SSE_HEADERS, pieces=(events + b"data: [DONE]\n\n",)),
-        Script(headers=SSE_HEADERS, pieces=(sse_body("Done."),)),
-    )
-
-
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 async def test_replays_are_counted_one_by_one_not_per_round(stream: bool) -> None:
     """One follow-up round that answers two replays counts two answered replays."""
-    upstream = SequenceUpstream(rounds=_two_replays_then_text(stream))
+    # Round 1 replays both answered calls; round 2 answers in text.
+    replays = [(i, "run_shell_command", a) for i, a in TWO_CALLS]
+    rounds = (answer(*replays, stream=stream), answer(content="Done.", stream=stream))
+    upstream = SequenceUpstream(rounds=rounds)
     async with _proxy_over(upstream) as (client, _):
         body = {"model": "m", "stream": stream, "tools": TOOLS, "messages": TWO_ANSWERED}
         reply = await client.post("/v1/chat/completions", json=body)

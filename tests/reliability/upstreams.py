@@ -79,6 +79,38 @@ def sse_body(content: str = "ok") -> bytes:
     return b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
 
 
+def tool_calls(*calls: tuple[str, str, str]) -> list[dict[str, Any]]:
+    """`(id, name, arguments)` triples as a message's `tool_calls`."""
+    return [
+        {"id": i, "type": "function", "function": {"name": name, "arguments": arguments}}
+        for i, name, arguments in calls
+    ]
+
+
+def answer(*calls: tuple[str, str, str], content: str | None = None, stream: bool) -> Script:
+    """An upstream's answer: `content` (default "ok" when there are no calls), then `calls`,
+    as a whole completion or as an event stream (a content delta, one delta per call, the
+    finish)."""
+    if not calls:
+        text = "ok" if content is None else content
+        if stream:
+            return Script(headers=SSE_HEADERS, pieces=(sse_body(text),))
+        return Script(pieces=(completion_body(text),))
+    made = tool_calls(*calls)
+    if not stream:
+        message = {"role": "assistant", "content": content, "tool_calls": made}
+        choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+        body = {"id": "chatcmpl-scripted", "object": "chat.completion", "created": 1}
+        return Script(pieces=(orjson.dumps({**body, "choices": [choice]}),))
+    head = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1}
+    deltas: list[dict[str, Any]] = [] if content is None else [{"content": content}]
+    deltas += [{"tool_calls": [{"index": i, **call}]} for i, call in enumerate(made)]
+    chunks = [{**head, "choices": [{"index": 0, "delta": delta}]} for delta in deltas]
+    chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+    events = b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks)
+    return Script(headers=SSE_HEADERS, pieces=(events + b"data: [DONE]\n\n",))
+
+
 class _Cut(RuntimeError):
     """Raised after the scripted pieces: uvicorn then drops the connection mid-body."""
 
@@ -134,9 +166,9 @@ class ScriptedUpstream:
             {"type": "http.response.start", "status": script.status, "headers": script.headers}
         )
         for number, piece in enumerate(script.pieces):
-            if number and script.gate is not None:
-                if not await asyncio.to_thread(script.gate.acquire, timeout=HOLD_LIMIT_S):
-                    raise _Cut("the gate was not released in time")
+            gate = script.gate if number else None
+            if gate is not None and not await asyncio.to_thread(gate.acquire, True, HOLD_LIMIT_S):
+                raise _Cut("the gate was not released in time")
             parts = [piece[i : i + 1] for i in range(len(piece))] if script.drip else [piece]
             for part in parts:
                 await send({"type": "http.response.body", "body": part, "more_body": True})
