@@ -90,7 +90,7 @@ def test_kimi_markup_with_empty_arguments_is_recovered_in_a_stream(args: str) ->
     out = feed_reads(text_calls_core(body), [upstream])
     events = parse_sse(out)
     assert content_of(events) == "Checking. "
-    assert call_summary(events) == [(minted(1, 0), "get_time", "{}")]
+    assert call_summary(events) == [(minted(1, 0, "functions.get_time:0"), "get_time", "{}")]
     assert finish_reasons(events) == ["tool_calls"]
     assert_well_formed(events)
 
@@ -106,7 +106,7 @@ def test_kimi_markup_with_empty_arguments_is_recovered_in_a_whole_response(args:
     assert [
         (c["id"], c["function"]["name"], c["function"]["arguments"])
         for c in choice["message"]["tool_calls"]
-    ] == [(minted(1, 0), "get_time", "{}")]
+    ] == [(minted(1, 0, "functions.get_time:0"), "get_time", "{}")]
     assert choice["finish_reason"] == "tool_calls"
 
 

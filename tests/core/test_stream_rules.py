@@ -280,7 +280,7 @@ def test_call_without_id_is_sent_when_its_choice_finishes(
     assert tool_deltas(last) == [
         {
             "index": 0,
-            "id": minted(1, 0),
+            "id": minted(1, 0, None),
             "type": "function",
             "function": {"name": "f", "arguments": delivered},
         }
