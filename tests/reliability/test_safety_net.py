@@ -19,27 +19,17 @@ import pytest
 
 from proxy.simulator import SimulatorLog
 from tests.e2e.conftest import ProxyFactory
-from tests.reliability.upstreams import Script, completion_body, sequenced
+from tests.reliability.upstreams import Script, answer, sequenced, tool_calls
 from tests.reliability.wire import error_body, keeps_serving, raw_exchange, status_of
 from tests.servers import ServerThread
 
 CHAT = "/v1/chat/completions"
-NATIVE_ID = "call_Q7vR2kLm9XpT4sWzA1bC3dE5"  # kept verbatim: upstream id == client id
-COMMAND = '{"command":"make"}'
+# A native id is kept verbatim, so it is also the upstream id the replay comes back under.
+CALL = ("call_Q7vR2kLm9XpT4sWzA1bC3dE5", "run_shell_command", '{"command":"make"}')
 ANSWERED = [
     {"role": "user", "content": "build it"},
-    {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {
-                "id": NATIVE_ID,
-                "type": "function",
-                "function": {"name": "run_shell_command", "arguments": COMMAND},
-            }
-        ],
-    },
-    {"role": "tool", "tool_call_id": NATIVE_ID, "content": "built"},
+    {"role": "assistant", "content": None, "tool_calls": tool_calls(CALL)},
+    {"role": "tool", "tool_call_id": CALL[0], "content": "built"},
 ]
 
 
@@ -49,12 +39,7 @@ ANSWERED = [
 def test_non_streaming_n2_choice_of_only_replays_gets_no_followup_round(
     make_proxy: ProxyFactory,
 ) -> None:
-    replay = {
-        "id": NATIVE_ID,
-        "type": "function",
-        "function": {"name": "run_shell_command", "arguments": COMMAND},
-    }
-    answer = orjson.dumps(
+    two_choices = orjson.dumps(
         {
             "id": "chatcmpl-n2",
             "object": "chat.completion",
@@ -63,7 +48,11 @@ def test_non_streaming_n2_choice_of_only_replays_gets_no_followup_round(
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": None, "tool_calls": [replay]},
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": tool_calls(CALL),
+                    },
                     "finish_reason": "tool_calls",
                 },
                 {
@@ -76,7 +65,7 @@ def test_non_streaming_n2_choice_of_only_replays_gets_no_followup_round(
     )
     # A second round, were one wrongly sent, would answer plainly: only the count tells.
     with (
-        sequenced(Script(pieces=(answer,)), Script(pieces=(completion_body("again"),))) as (
+        sequenced(Script(pieces=(two_choices,)), answer(content="again", stream=False)) as (
             upstream,
             seen,
         ),
