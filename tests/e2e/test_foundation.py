@@ -64,10 +64,10 @@ def test_content_bytes_are_forwarded_unchanged(
     """A stream without tool calls reaches the client as the very bytes the upstream sent
     (SPEC §4: everything else passes through unchanged), whatever the reads' boundaries.
 
-    `event-by-event` runs in lockstep: the upstream writes an event only once the client has
-    received the one before, so the proxy reads each event on its own (its fast path for
-    whole unchanged events); a single read of everything, or reads cut inside events, take
-    its general path."""
+    `event-by-event` runs in lockstep: after the first two, the upstream writes an event only
+    once the client has received the one before, so the proxy reads each on its own (its
+    fast path for whole unchanged events); a single read of everything, or reads cut inside
+    events, take its general path."""
     body = {
         "model": "reference+rounds=0",
         "stream": True,
@@ -79,7 +79,9 @@ def test_content_bytes_are_forwarded_unchanged(
     with httpx.stream("POST", simulator.url + "/v1/chat/completions", json=body) as response:
         sent = response.read()
     assert sent.count(b'"obfuscation":') >= 3 and b'"usage":' in sent
-    gate = threading.Semaphore(0) if how == "event-by-event" else None
+    # The first event (the role, nothing a user sees) may wait for the next one and leave
+    # with it (SPEC §5), so the first two are written at once; then one per event received.
+    gate = threading.Semaphore(1) if how == "event-by-event" else None
     script = Script(headers=SSE_HEADERS, pieces=_writes(sent, how), gate=gate)
     received = b""
     with (
@@ -89,7 +91,7 @@ def test_content_bytes_are_forwarded_unchanged(
             "POST", server.url + "/v1/chat/completions", json=body, timeout=30
         ) as response,
     ):
-        released = 0
+        released = 1
         for piece in response.iter_raw():
             received += piece
             if gate is not None:

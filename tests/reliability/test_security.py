@@ -369,9 +369,10 @@ def test_secrets_never_reach_logs_errors_or_metrics(
         assert PROXY_SECRET not in orjson.dumps(headers).decode()
 
 
-def _loop_error(response: httpx.Response, stream: bool, tool: str) -> None:
-    """SPEC §5: the breaker's error, as a 422 or (streaming) as the stream's last event."""
-    if stream:
+def _loop_error(response: httpx.Response, tool: str, *, as_event: bool) -> None:
+    """SPEC §5: the breaker's error, as a 422, or as a stream's last event once the stream
+    had sent bytes."""
+    if as_event:
         assert response.status_code == 200
         error = error_event(response.content)
     else:
@@ -410,7 +411,7 @@ def test_follow_up_rounds_are_bounded(
     ):
         body = {"model": "m", "stream": stream, "messages": STEPS_ANSWERED}
         response = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=10)
-    _loop_error(response, stream, "build")
+    _loop_error(response, "build", as_event=stream)
     assert len(seen.chat_requests()) == 1 + max_followups
 
 
@@ -425,7 +426,8 @@ def test_replay_of_the_answered_copy_trips_the_breaker_at_once(
     with make_proxy(max_followups=max_followups) as server:
         body = {"model": "replay-loop", "stream": stream, "messages": ANSWERED_HISTORY}
         response = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=10)
-    _loop_error(response, stream, "run_shell_command")
+    # Streaming too: the looping model sends nothing before its replays (SPEC §5).
+    _loop_error(response, "run_shell_command", as_event=False)
     assert len(log.requests) == min(2, 1 + max_followups)
 
 
