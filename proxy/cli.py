@@ -276,14 +276,11 @@ def _serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from proxy.app import create_app
     from proxy.observability import configure_logging, uvicorn_log_config
     from proxy.server import DrainingServer, graceful_timeout
+    from proxy.startup import startup_lines
 
     configure_logging(settings.log_level)
-    if settings.simulated:
-        print(
-            f"toolcall-proxy: no upstream configured; serving the built-in simulated provider "
-            f"(a Kimi-like upstream that reuses ids) on http://{settings.host}:{settings.port}/v1",
-            file=sys.stderr,
-        )
+    for line in startup_lines(settings):
+        print(line, file=sys.stderr)
     common: dict[str, Any] = {
         "host": settings.host,
         "port": settings.port,
