@@ -1,0 +1,70 @@
+"""A whole doctor run: probe every surface, observe the chat responses, recommend, account."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from proxy.doctor.core import proxy_account
+from proxy.doctor.observers import Finding, observe
+from proxy.doctor.probes import SurfaceResult, probe_surfaces
+from proxy.doctor.recommend import Setting, recommend
+from proxy.doctor.script import MAX_REQUESTS
+from proxy.doctor.session import Session
+from proxy.doctor.views import view_of
+from proxy.surfaces import CHAT_COMPLETIONS
+
+
+@dataclass
+class Diagnosis:
+    upstream: str
+    model: str
+    key_env: str | None
+    surfaces: list[SurfaceResult]
+    findings: list[Finding]
+    settings: list[Setting]
+    account: dict[str, dict[str, int]]
+    requests: int
+    seconds: float
+
+    @property
+    def chat(self) -> SurfaceResult:
+        return next(s for s in self.surfaces if s.surface == CHAT_COMPLETIONS)
+
+    @property
+    def responses(self) -> int:
+        """Chat responses the findings are based on."""
+        return sum(1 for exchange in self.chat.exchanges if exchange.ok)
+
+
+def diagnose(
+    upstream: str,
+    model: str,
+    key: str | None,
+    *,
+    key_env: str | None = None,
+    timeout: float = 180.0,
+) -> Diagnosis:
+    started = time.monotonic()
+    session = Session(upstream, key, MAX_REQUESTS, started + timeout)
+    try:
+        surfaces = probe_surfaces(session, model)
+    finally:
+        session.close()
+    chat = next(s for s in surfaces if s.surface == CHAT_COMPLETIONS)
+    answered = [exchange for exchange in chat.exchanges if exchange.ok]
+    views = [view_of(exchange) for exchange in answered]
+    findings = observe(views)
+    settings = recommend(findings, views, model)
+    dialect = next(s.value for s in settings if s.name == "dialect")
+    return Diagnosis(
+        upstream,
+        model,
+        key_env,
+        surfaces,
+        findings,
+        settings,
+        proxy_account(answered, dialect),
+        session.sent,
+        time.monotonic() - started,
+    )
