@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 
 from proxy.doctor.core import proxy_account
-from proxy.doctor.observers import Finding, observe
+from proxy.doctor.observers import Finding, observe, places
 from proxy.doctor.probes import SurfaceResult, probe_surfaces
 from proxy.doctor.recommend import Setting, recommend
 from proxy.doctor.script import MAX_REQUESTS
@@ -26,6 +26,25 @@ class Diagnosis:
     account: dict[str, dict[str, int]]
     requests: int
     seconds: float
+    calls_per_response: dict[str, int]  # response label -> tool calls the provider sent
+
+    @property
+    def coverage_notes(self) -> list[str]:
+        """What the run could not judge because the model did not do it."""
+        counts = self.calls_per_response
+        without = [label for label, count in counts.items() if count == 0]
+        notes = []
+        if counts and len(without) == len(counts):
+            notes.append(
+                "the model made no tool call at all: the tool-call checks had nothing to judge"
+            )
+        elif without:
+            notes.append(f"the model answered without tool calls in {places(without)}")
+        if counts and 0 < max(counts.values()) < 2:
+            notes.append(
+                "the model never made parallel calls: the checks for them had nothing to judge"
+            )
+        return notes
 
     @property
     def chat(self) -> SurfaceResult:
@@ -67,4 +86,5 @@ def diagnose(
         proxy_account(answered, dialect),
         session.sent,
         time.monotonic() - started,
+        {view.label: len(view.calls) for view in views},
     )

@@ -59,6 +59,7 @@ def _quirk_lines(diagnosis: Diagnosis) -> list[str]:
         lines += _finding_lines(number, finding)
     if not diagnosis.findings:
         lines.append("  Nothing: every response had the shape OpenAI sends.")
+    lines += [f"  (note: {note})" for note in diagnosis.coverage_notes]
     failed = [e for e in diagnosis.chat.exchanges if e.error is not None]
     return lines + [f"  ({e.label} did not complete: {e.error})" for e in failed]
 
@@ -108,6 +109,7 @@ def as_json(diagnosis: Diagnosis) -> JSON:
             for r in diagnosis.surfaces
         ],
         "responses": diagnosis.responses,
+        "notes": diagnosis.coverage_notes,
         "quirks": [
             {
                 "code": f.quirk.code,

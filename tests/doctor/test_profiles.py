@@ -106,3 +106,23 @@ def test_the_reference_profile_reports_nothing_and_the_proxy_would_change_nothin
     diagnosis = diagnose(provider.url + "/v1", "reference", None, timeout=60)
     assert diagnosis.findings == [] and diagnosis.account == {}
     assert [s.value for s in diagnosis.settings] == ["passthrough", "auto", "on", "auto"]
+
+
+def test_what_the_model_did_not_do_is_said_rather_than_reported_clean(
+    provider: ServerThread,
+) -> None:
+    url = provider.url + "/v1"
+    text_only = diagnose(url, "reference+rounds=0", None, timeout=60)
+    assert text_only.findings == []
+    assert text_only.coverage_notes == [
+        "the model made no tool call at all: the tool-call checks had nothing to judge"
+    ]
+    one_at_a_time = diagnose(url, "reference", None, timeout=60)
+    assert one_at_a_time.coverage_notes == [
+        "the model never made parallel calls: the checks for them had nothing to judge"
+    ]
+    # Two rounds of calls, then the simulated model answers in text in turn 3.
+    two_rounds = diagnose(url, "name-index+rounds=2", None, timeout=60)
+    assert two_rounds.coverage_notes == [
+        "the model answered without tool calls in streaming turn 3; non-streaming turn 3"
+    ]
