@@ -96,7 +96,7 @@ class Session:
         try:
             self._send(exchange, headers)
         except httpx.TimeoutException:
-            exchange.error = f"no answer in time ({self._read_timeout():.0f} s left)"
+            exchange.error = "no answer within the time limit"
         except httpx.HTTPError as exc:
             exchange.error = self.redact(f"the request failed: {type(exc).__name__}: {exc}")
         exchange.seconds = time.monotonic() - started

@@ -133,7 +133,7 @@ def test_a_hanging_provider_is_left_at_the_time_limit(
     assert done.returncode == 1
     report = json.loads(done.stdout)
     assert report["requests"] == 1 == len(sim_log.requests)
-    assert report["incomplete"][0]["error"].startswith("no answer in time")
+    assert report["incomplete"][0]["error"] == "no answer within the time limit"
     assert all(e["error"].startswith("not sent: the time limit") for e in report["incomplete"][1:])
 
 

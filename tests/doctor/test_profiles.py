@@ -126,3 +126,30 @@ def test_what_the_model_did_not_do_is_said_rather_than_reported_clean(
     assert two_rounds.coverage_notes == [
         "the model answered without tool calls in streaming turn 3; non-streaming turn 3"
     ]
+
+
+# How each profile without a tool conversation shows (`+` options keep the test short).
+WITHOUT_CONVERSATION = {
+    "fault-429": ("", "HTTP 429: Rate limit reached for requests (simulated)"),
+    "fault-500": ("", "HTTP 500: The server had an error (simulated)"),
+    "fault-reset": ("", "the request failed: RemoteProtocolError"),
+    "fault-stall": ("+stall_s=60", "no answer within the time limit"),
+    "fault-hang": ("+stall_s=60", "no answer within the time limit"),
+}
+
+
+@pytest.mark.parametrize("profile", sorted(NOT_TOOL_PROFILES))
+def test_profiles_without_a_tool_conversation_are_said_so(
+    provider: ServerThread, profile: str
+) -> None:
+    if PROFILES[profile].text_only:
+        diagnosis = diagnose(provider.url + "/v1", profile + "+chunks=4", None, timeout=60)
+        assert diagnosis.responses == 6 and diagnosis.findings == []
+        assert diagnosis.coverage_notes[0].startswith("the model made no tool call at all")
+        return
+    options, error = WITHOUT_CONVERSATION[profile]
+    # The stalling profiles hold on for 60 s: the run's own limit ends it.
+    timeout = 1.5 if options else 60
+    diagnosis = diagnose(provider.url + "/v1", profile + options, None, timeout=timeout)
+    assert diagnosis.responses == 0 and not diagnosis.chat.answers
+    assert diagnosis.chat.detail.startswith(error), diagnosis.chat.detail
