@@ -23,9 +23,9 @@ BIN = Path(sys.executable).with_name("toolcall-proxy")
 SECRET = "sk-doctor-secret-0123456789abcdef"
 
 
-def doctor(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def doctor(upstream: str, model: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(BIN), "doctor", *args],
+        [str(BIN), "doctor", "--upstream", upstream, "--model", model, *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -37,7 +37,7 @@ def doctor(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
 def test_json_report_names_kimi_quirks_and_recommends_a_route_serve_accepts(
     provider: ServerThread, sim_log: SimulatorLog, tmp_path: Path
 ) -> None:
-    done = doctor("--upstream", provider.url + "/v1", "--model", "kimi", "--json")
+    done = doctor(provider.url + "/v1", "kimi", "--json")
     assert done.returncode == 0, done.stderr
     report: dict[str, Any] = json.loads(done.stdout)
     assert [q["code"] for q in report["quirks"]] == ["kimi_ids", "recurring_ids"]
@@ -63,7 +63,7 @@ def test_json_report_names_kimi_quirks_and_recommends_a_route_serve_accepts(
 def test_it_sends_only_canned_tool_results_and_its_two_harmless_tools(
     provider: ServerThread, sim_log: SimulatorLog
 ) -> None:
-    done = doctor("--upstream", provider.url + "/v1", "--model", "name-index")
+    done = doctor(provider.url + "/v1", "name-index")
     assert done.returncode == 0, done.stderr
     assert len(sim_log.requests) == 6
     tool_messages = [
@@ -87,9 +87,7 @@ def test_the_key_goes_only_into_headers_and_never_into_the_report(
     provider: ServerThread, sim_log: SimulatorLog
 ) -> None:
     done = doctor(
-        "--upstream",
         provider.url + "/v1",
-        "--model",
         "reference",
         "--upstream-key-env",
         "DOCTOR_TEST_KEY",
@@ -111,7 +109,7 @@ def test_the_key_goes_only_into_headers_and_never_into_the_report(
 def test_a_provider_that_refuses_ends_with_status_1_and_its_own_words(
     provider: ServerThread,
 ) -> None:
-    done = doctor("--upstream", provider.url + "/v1", "--model", "fault-429")
+    done = doctor(provider.url + "/v1", "fault-429")
     assert done.returncode == 1
     assert "HTTP 429: Rate limit reached for requests (simulated)" in done.stdout
     assert "No Chat Completions response to judge" in done.stdout
@@ -122,9 +120,7 @@ def test_a_hanging_provider_is_left_at_the_time_limit(
 ) -> None:
     # The simulated provider holds the response head for 60 s; the doctor stops at 1 s.
     done = doctor(
-        "--upstream",
         provider.url + "/v1",
-        "--model",
         "fault-hang+stall_s=60",
         "--timeout",
         "1",
@@ -138,10 +134,8 @@ def test_a_hanging_provider_is_left_at_the_time_limit(
 
 
 def test_usage_mistakes_exit_2_before_anything_is_sent(sim_log: SimulatorLog) -> None:
-    unset = doctor(
-        "--upstream", "http://127.0.0.1:9/v1", "--model", "m", "--upstream-key-env", "NOPE_UNSET"
-    )
+    unset = doctor("http://127.0.0.1:9/v1", "m", "--upstream-key-env", "NOPE_UNSET")
     assert unset.returncode == 2 and "$NOPE_UNSET is not set" in unset.stderr
-    bad = doctor("--upstream", "ftp://example/v1", "--model", "m")
+    bad = doctor("ftp://example/v1", "m")
     assert bad.returncode == 2 and "--upstream" in bad.stderr
     assert sim_log.requests == []

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -20,9 +19,9 @@ import openai
 
 from proxy.surfaces import SURFACES
 from tests.agent import run_agent
-from tests.e2e.test_cli_serve import environment, healthy, stop
-from tests.ops.helpers import REPO, ServeProcess, clean_env, simulator
-from tests.servers import free_port, wait_for
+from tests.e2e.test_cli_serve import environment, process
+from tests.ops.helpers import ServeProcess, clean_env, copy_sources, simulator
+from tests.servers import free_port
 
 # What a clone holds that `make run` needs (tests, benchmarks and the rest are not used).
 CLONE = ("Makefile", "pyproject.toml", "setup.py", "README.md", "proxy")
@@ -31,44 +30,21 @@ INSTALL_NOISE = ("setuptools", "experimental", "Editable installation", "BuildBa
 SECRET = "sk-startup-line-secret-0123456789"
 
 
-def _fresh_clone(into: Path) -> Path:
-    into.mkdir()
-    for name in CLONE:
-        origin = REPO / name
-        if origin.is_dir():
-            shutil.copytree(
-                origin, into / name, ignore=shutil.ignore_patterns("__pycache__", "*.so")
-            )
-        else:
-            shutil.copy2(origin, into / name)
-    return into
-
-
 def test_fresh_clone_make_run_is_quiet_serves_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
-    clone = _fresh_clone(tmp_path / "toolcall-proxy")
+    clone = tmp_path / "toolcall-proxy"
+    clone.mkdir()
+    copy_sources(CLONE, clone)
     port = free_port()
     env = environment(TOOLCALL_PROXY_PORT=str(port))
     env.pop("VIRTUAL_ENV", None)
-    proc = subprocess.Popen(
-        ["make", "--no-print-directory", "run"],
-        cwd=clone,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        # The first run creates the virtualenv and installs into it: minutes, not seconds.
-        wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=900, interval=0.2)
-        assert proc.poll() is None, proc.communicate(timeout=30)
+    # The first run creates the virtualenv and installs into it: minutes, not seconds.
+    with process(["make", "--no-print-directory", "run"], port, env, clone, 900) as proc:
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0)
         run = run_agent(client, "kimi-k2", stream=True)
         assert run.final_text == "All 3 rounds done." and len(set(run.ids)) == 3
         # Ctrl-C in a terminal signals the whole foreground process group: make and the server.
         os.killpg(proc.pid, signal.SIGINT)
         _, raw = proc.communicate(timeout=60)
-    finally:
-        stop(proc, signal.SIGKILL)
     stderr = raw.decode()
     for noise in INSTALL_NOISE:
         assert noise not in stderr, stderr
