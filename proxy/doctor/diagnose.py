@@ -10,9 +10,13 @@ from proxy.doctor.observers import Finding, observe, places
 from proxy.doctor.probes import SurfaceResult, probe_surfaces
 from proxy.doctor.recommend import Setting, recommend
 from proxy.doctor.script import MAX_REQUESTS
-from proxy.doctor.session import Session
+from proxy.doctor.session import Exchange, Session
 from proxy.doctor.views import view_of
 from proxy.surfaces import CHAT_COMPLETIONS
+
+
+def _order(exchanges: list[Exchange], label: str) -> int:
+    return next(i for i, exchange in enumerate(exchanges) if exchange.label == label)
 
 
 @dataclass
@@ -27,6 +31,17 @@ class Diagnosis:
     requests: int
     seconds: float
     calls_per_response: dict[str, int]  # response label -> tool calls the provider sent
+    stream_errors: dict[str, str]  # response label -> the error event that ended its stream
+
+    @property
+    def incomplete(self) -> list[tuple[str, str]]:
+        """(response label, why) for every chat exchange that did not end as a response should."""
+        failed = [(e.label, e.error) for e in self.chat.exchanges if e.error is not None]
+        ended = [
+            (label, f"the stream ended with an error event: {message}")
+            for label, message in self.stream_errors.items()
+        ]
+        return sorted(failed + ended, key=lambda item: _order(self.chat.exchanges, item[0]))
 
     @property
     def coverage_notes(self) -> list[str]:
@@ -87,4 +102,5 @@ def diagnose(
         session.sent,
         time.monotonic() - started,
         {view.label: len(view.calls) for view in views},
+        {view.label: view.stream_error for view in views if view.stream_error is not None},
     )

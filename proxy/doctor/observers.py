@@ -153,6 +153,8 @@ def _indexes(view: ResponseView) -> Iterator[Example]:
 
 
 def _finishing(view: ResponseView) -> Iterator[Example]:
+    if view.stream_error is not None:
+        return  # an error event ends a stream without finish_reason or [DONE], rightly
     reasons = view.finish_reasons
     if view.calls and "stop" in reasons:
         yield "stop_after_calls", f"{len(view.calls)} calls, then finish_reason stop"

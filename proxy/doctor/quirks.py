@@ -120,7 +120,7 @@ _ALL = (
     Quirk(
         "non_json_data",
         "`data:` lines that are not JSON (the openai SDKs raise on them)",
-        "turns them into SSE comments",
+        "passes them through in order and counts them (the SDKs raise with or without it)",
     ),
     Quirk(
         "crlf_framing",

@@ -60,8 +60,7 @@ def _quirk_lines(diagnosis: Diagnosis) -> list[str]:
     if not diagnosis.findings:
         lines.append("  Nothing: every response had the shape OpenAI sends.")
     lines += [f"  (note: {note})" for note in diagnosis.coverage_notes]
-    failed = [e for e in diagnosis.chat.exchanges if e.error is not None]
-    return lines + [f"  ({e.label} did not complete: {e.error})" for e in failed]
+    return lines + [f"  ({label} did not complete: {why})" for label, why in diagnosis.incomplete]
 
 
 def _advice_lines(diagnosis: Diagnosis) -> list[str]:
@@ -120,11 +119,7 @@ def as_json(diagnosis: Diagnosis) -> JSON:
             }
             for f in diagnosis.findings
         ],
-        "incomplete": [
-            {"where": e.label, "error": e.error}
-            for e in diagnosis.chat.exchanges
-            if e.error is not None
-        ],
+        "incomplete": [{"where": label, "error": why} for label, why in diagnosis.incomplete],
         "proxy_account": diagnosis.account,
         "recommended": (
             {s.name: {"value": s.value, "why": s.why} for s in diagnosis.settings}

@@ -72,6 +72,7 @@ class ResponseView:
     non_json: list[bytes] = field(default_factory=list)  # data lines that are not JSON
     crlf: bool = False  # `\r` line ends
     data_without_space: bool = False  # `data:{...}`
+    stream_error: str | None = None  # an `error` event ended the stream (no finish expected)
 
     @property
     def streamed(self) -> bool:
@@ -125,6 +126,14 @@ def _object(container: JSON, key: str) -> JSON:
     return value if isinstance(value, dict) else {}
 
 
+def _error_message(chunk: object) -> str | None:
+    """The message of an OpenAI-shaped error event (`data: {"error": {...}}`), if it is one."""
+    error = chunk.get("error") if isinstance(chunk, dict) else None
+    if not isinstance(error, dict):
+        return None
+    return str(error.get("message") or error.get("code") or "error")
+
+
 def _first_choice(chunk: object) -> JSON | None:
     choices = chunk.get("choices") if isinstance(chunk, dict) else None
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
@@ -159,6 +168,7 @@ def _read_stream(view: ResponseView) -> None:
             continue
         choice = _first_choice(chunk)
         if choice is None:
+            view.stream_error = view.stream_error or _error_message(chunk)
             continue
         view.choices_seen = True
         delta = _object(choice, "delta")
