@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -103,8 +103,9 @@ class Agent:
     package: str  # the npm package, for its installed version
     steps: Callable[[Scratch], list[Step]]  # list, shell (round 2), read, write
     setup: Callable[[Scratch, str, str, str], Invocation]  # (scratch, base URL, model, prompt)
-    # Replay ids the agent itself refuses to run twice (qwen-code keeps a duplicate-id guard).
-    own_guard: frozenset[str] = field(default_factory=frozenset)
+    # qwen-code guards itself: it renames a repeated id (`<id>__qwen_dup_2`) and, seeing the
+    # same call again, refuses it or halts the run with its own loop detection.
+    own_guard: bool = False
 
     @property
     def version(self) -> str:
@@ -256,5 +257,5 @@ def _qwen(s: Scratch, base_url: str, model: str, text: str) -> Invocation:
 AGENTS = (
     Agent("opencode", "opencode-ai", _opencode_steps, _opencode),
     Agent("pi", "@mariozechner/pi-coding-agent", _pi_steps, _pi),
-    Agent("qwen-code", "@qwen-code/qwen-code", _qwen_steps, _qwen, frozenset({"history"})),
+    Agent("qwen-code", "@qwen-code/qwen-code", _qwen_steps, _qwen, own_guard=True),
 )
