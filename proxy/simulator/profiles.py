@@ -446,7 +446,10 @@ def _reply_with(
             profile.preamble + _split_text(leak_markup(profile.leak, calls), 9), (), "stop"
         )
     finish = profile.tool_finish if profile.terminate else None
-    return Reply(profile.preamble, calls, finish, kimi_ok)
+    # A model stuck in a loop sends the bare call: nothing reaches the client before the
+    # proxy can tell it is a loop (SPEC §5: then an HTTP 422, which agents do not retry).
+    looping = profile.replay is Replay.LOOP and history.call_rounds >= profile.replay_after
+    return Reply(() if looping else profile.preamble, calls, finish, kimi_ok)
 
 
 def leak_markup(fmt: str, calls: tuple[PlannedCall, ...]) -> str:
