@@ -424,11 +424,16 @@ def plan_reply(profile: Profile, body: JSON) -> Reply:
         calls = (fresh(0),) * 2
     else:
         calls = tuple(fresh(i) for i in range(profile.calls_per_round))
-    return _reply_with(profile, calls, done, kimi_ok)
+    looping = profile.replay is Replay.LOOP and history.call_rounds >= profile.replay_after
+    return _reply_with(profile, calls, done, kimi_ok, looping)
 
 
 def _reply_with(
-    profile: Profile, calls: tuple[PlannedCall, ...], done: int, kimi_ok: bool | None
+    profile: Profile,
+    calls: tuple[PlannedCall, ...],
+    done: int,
+    kimi_ok: bool | None,
+    looping: bool,
 ) -> Reply:
     """The reply carrying `calls` as this profile's server delivers them."""
     if kimi_ok is False:
@@ -448,7 +453,6 @@ def _reply_with(
     finish = profile.tool_finish if profile.terminate else None
     # A model stuck in a loop sends the bare call: nothing reaches the client before the
     # proxy can tell it is a loop (SPEC §5: then an HTTP 422, which agents do not retry).
-    looping = profile.replay is Replay.LOOP and history.call_rounds >= profile.replay_after
     return Reply(() if looping else profile.preamble, calls, finish, kimi_ok)
 
 
