@@ -104,8 +104,8 @@ class Agent:
     steps: Callable[[Scratch], list[Step]]  # list, shell (round 2), read, write
     setup: Callable[[Scratch, str, str, str], Invocation]  # (scratch, base URL, model, prompt)
     # qwen-code guards itself: it renames a repeated id (`<id>__qwen_dup_2`) and, seeing the
-    # same call again, refuses it or halts the run with its own loop detection.
-    own_guard: bool = False
+    # same call again, refuses it or halts the run with its own loop detection (this message).
+    own_guard: str | None = None
 
     @property
     def version(self) -> str:
@@ -257,5 +257,11 @@ def _qwen(s: Scratch, base_url: str, model: str, text: str) -> Invocation:
 AGENTS = (
     Agent("opencode", "opencode-ai", _opencode_steps, _opencode),
     Agent("pi", "@mariozechner/pi-coding-agent", _pi_steps, _pi),
-    Agent("qwen-code", "@qwen-code/qwen-code", _qwen_steps, _qwen, own_guard=True),
+    Agent(
+        "qwen-code",
+        "@qwen-code/qwen-code",
+        _qwen_steps,
+        _qwen,
+        own_guard="Loop detection halted the run",
+    ),
 )

@@ -31,7 +31,7 @@ LOOP_ERROR = re.compile(r"replay loop detected", re.IGNORECASE)
 # A replay loop straight to the simulator is stopped once the command has run this often (the
 # loop is shown; letting it go on proves nothing more), or at the deadline.
 LOOPING = 10
-DEADLINE = 90.0  # every run ends well before on its own (one takes 5-40 s on 2 busy cores)
+DEADLINE = 150.0  # every run ends well before on its own (5-60 s on 2 busy cores)
 POLL = 0.1
 _BREAKER = re.compile(r"^toolcall_proxy_breaker_trips_total (\S+)$", re.MULTILINE)
 
@@ -72,6 +72,7 @@ class Run:
     wrote: bool  # the write step happened
     requests: list[JSON] = field(default_factory=list, repr=False)  # what the upstream got
     breaker_trips: int | None = None  # proxy only: replay loops the proxy stopped
+    guard_halted: bool = False  # the agent's own loop guard ended the run
 
     @property
     def finished(self) -> bool:
@@ -89,7 +90,9 @@ class Run:
         if self.finished:
             how = "finished"
         elif self.loop_error:
-            how = "loop error"
+            how = "proxy's loop error"
+        elif self.guard_halted:
+            how = "its own loop guard"
         else:
             lines = [line.strip() for line in self.output.splitlines() if line.strip()]
             how = (lines[-1] if lines else "no output")[:60]
@@ -126,8 +129,19 @@ def run_agent(agent: Agent, cell: Cell, route: str, root: Path) -> Run:
         trips = _breaker_trips(server.url) if route == "proxy" else None
         requests = list(log.requests)
     wrote = scratch.out.exists() and scratch.out.read_text() == WRITTEN
+    guarded = agent.own_guard is not None and agent.own_guard in output
     return Run(
-        agent.name, cell, route, returncode, seconds, output, _runs(scratch), wrote, requests, trips
+        agent.name,
+        cell,
+        route,
+        returncode,
+        seconds,
+        output,
+        _runs(scratch),
+        wrote,
+        requests,
+        breaker_trips=trips,
+        guard_halted=guarded,
     )
 
 
