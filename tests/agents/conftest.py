@@ -11,13 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.agents.agents import AGENTS, NODE_DIR, installed
-from tests.agents.runs import CELLS, Cell, Run, run_agent, table
+from tests.agents.runs import Cell, Run, RunKey, run_agent, table
 
 RESULTS = Path(__file__).parent / "results" / "latest.md"
-WORKERS = 2  # the runs mostly wait on each other's loopback; more would starve 2 cores
+WORKERS = 2  # two agents side by side on 2 cores; more would only slow each other down
 _tables: list[str] = []
-
-RunKey = tuple[str, Cell, str]  # agent, cell, route
 
 
 def _needed(items: list[pytest.Item]) -> list[RunKey]:
@@ -63,4 +61,4 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"(also in {RESULTS})")
 
 
-__all__ = ["CELLS", "agent_runs"]
+__all__ = ["agent_runs"]

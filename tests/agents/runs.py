@@ -60,6 +60,9 @@ CELLS = (
 )
 
 
+RunKey = tuple[str, Cell, str]  # agent, cell, route (direct | proxy)
+
+
 @dataclass
 class Run:
     agent: str

@@ -17,9 +17,8 @@ from typing import Any, TypeVar
 import pytest
 
 from tests.agents.agents import AGENTS
-from tests.agents.runs import CELLS, LOOPING, Cell, Run
+from tests.agents.runs import CELLS, LOOPING, Cell, Run, RunKey
 
-RunKey = tuple[str, Cell, str]
 Runs = dict[RunKey, Run]
 F = TypeVar("F", bound=Callable[..., Any])
 
