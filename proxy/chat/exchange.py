@@ -140,7 +140,9 @@ class ChatExchange:
         self._non_json_before = self._non_json_now()
         ids = ResponseIds(self.facts, self.rules.ids, self.guard)
         if stream:
-            core = StreamSanitizer(ids, carry=self._carry, text_tool_calls=self.rules.text_tool_calls)
+            core = StreamSanitizer(
+                ids, carry=self._carry, text_tool_calls=self.rules.text_tool_calls
+            )
             self._round = _StreamRound(core)
             self._stream_core = core
         else:
@@ -237,7 +239,9 @@ class ChatExchange:
                 )
             ]
         try:
-            result = sanitize_completion(parsed, round_.ids, text_tool_calls=self.rules.text_tool_calls)
+            result = sanitize_completion(
+                parsed, round_.ids, text_tool_calls=self.rules.text_tool_calls
+            )
         except ReplayLoopDetected as exc:
             return [self._loop(exc)]
         self._notes.extend(result.notes)
