@@ -16,6 +16,15 @@ from collections.abc import Callable
 NO = -1
 MORE = None
 
+# The first characters of a block's body tell whether it can be one of its formats (a name,
+# a tag, a bracket); a body that has not shown that by this length is prose.
+MAX_HEAD_CHARS = 256
+# While the head is longer than this, it is checked again only once it has grown by a quarter:
+# checking on every piece would cost the square of the head's length when it arrives a
+# character at a time; this way a head costs a few times its length, and a verdict comes at
+# most a quarter of the head late.
+_CHECK_EVERY_PIECE = 16
+
 # head, position -> index past the match, MORE, or NO
 Check = Callable[[str, int], int | None]
 
@@ -93,3 +102,39 @@ def either(*checks: Check) -> Check:
         return MORE if undecided else NO
 
     return check
+
+
+class Head:
+    """A body's first characters, kept until the check decides on them."""
+
+    __slots__ = ("_checked", "_parts", "length")
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self.length = 0
+        self._checked = 0
+
+    def take(self, text: str, pos: int) -> int:
+        """Keep what fits of `text[pos:]`; returns how many characters that was."""
+        piece = text[pos : pos + MAX_HEAD_CHARS - self.length]
+        if piece:
+            self._parts.append(piece)
+            self.length += len(piece)
+        return len(piece)
+
+    def text(self) -> str:
+        joined = "".join(self._parts)
+        self._parts = [joined] if joined else []
+        return joined
+
+    def verdict(self, check: Check, *, final: bool = False) -> tuple[int | None, int]:
+        """The check's answer (NO for a full or `final` head it cannot place, MORE while it
+        is not due again) and how many characters it looked at."""
+        full = final or self.length >= MAX_HEAD_CHARS
+        grown = self.length - self._checked
+        if not full and self.length > _CHECK_EVERY_PIECE and grown * 4 < self._checked:
+            return MORE, 0
+        head = self.text()
+        self._checked = len(head)
+        found = check(head, 0)
+        return (NO if found is None and full else found), len(head)

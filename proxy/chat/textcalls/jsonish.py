@@ -12,9 +12,6 @@ import orjson
 
 from proxy.chat.textcalls.model import NotACall, Parsed, json_arguments, json_calls
 
-# The keys a call object may have where nothing but the object marks it as a call.
-CALL_KEYS = frozenset({"name", "arguments", "parameters", "type", "id"})
-
 
 def parse_json_calls(body: str) -> list[Parsed]:
     """Hermes/Qwen `<tool_call>{...}</tool_call>`, Llama 3 `<|python_tag|>{...}`, LM Studio."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from proxy.chat.textcalls.checks import NO
+from proxy.chat.textcalls.checks import NO, Head
 from proxy.chat.textcalls.extent import JsonExtent
 from proxy.chat.textcalls.formats import MARKERS, Marker
 from proxy.chat.textcalls.model import NotACall, RecoveredCall, Segment, arguments_text
@@ -28,9 +28,6 @@ from proxy.chat.textcalls.model import NotACall, RecoveredCall, Segment, argumen
 # A block that has not ended after this many characters is not a call worth recovering: it is
 # released as text rather than holding the client's content hostage (and memory bounded).
 MAX_BLOCK_CHARS = 256 * 1024
-# The first characters of a block's body tell whether it can be one of its formats (a name,
-# a tag, a bracket); a body that has not shown that by this length is prose.
-MAX_HEAD_CHARS = 256
 
 _STARTS = re.compile("|".join(re.escape(s) for s in sorted(MARKERS, key=len, reverse=True)))
 _LONGEST = max(len(s) for s in MARKERS)
@@ -46,11 +43,11 @@ class _Block:
     def __init__(self, marker: Marker, rescan: bool) -> None:
         self.marker = marker
         self.rescan = rescan  # opened while a failed block's body was scanned again
-        self.head = ""  # the body while its check is undecided (then it is all of the body)
+        self.head = Head()  # the body while its check is undecided (then it is all of the body)
         self.verdict: int | None = None  # the check's answer once it is plausible
         self.pieces: list[str] = [marker.start]
-        self.size = len(marker.start)
-        self.tail = ""  # the end of the body so far, where an end marker may have begun
+        self.size = len(marker.start)  # the head is not counted: it is short
+        self.tail = ""  # the end of the body so far if an end marker may have begun in it
         self.extent: JsonExtent | None = None  # end=None: where the JSON value ends
         self.skip = 0  # end=None: body characters before the value's opening bracket
 
@@ -84,11 +81,11 @@ class MarkerScanner:
     def end(self, out: list[Segment]) -> None:
         while self._block is not None:
             block = self._block
+            if block.verdict is None:  # decided now, on what there is
+                self._decide(block, out, final=True)
+                continue
             self._block = None
-            if block.verdict is None:  # too short to tell: prose
-                out.append(block.marker.start)
-                self.feed(block.head, out)
-            elif block.marker.end is None or block.marker.ends_with_content:
+            if block.marker.end is None or block.marker.ends_with_content:
                 self._resolve(block, block.text(), out)
             else:
                 self._failed(block, block.text(), out)
@@ -169,27 +166,26 @@ class MarkerScanner:
 
     def _check_head(self, block: _Block, text: str, pos: int, out: list[Segment]) -> int:
         """Decide from the body's first characters whether the block can be a call."""
-        taken = text[pos : pos + MAX_HEAD_CHARS - len(block.head)]
-        head = block.head + taken
-        self.examined += len(head)
-        verdict = block.marker.check(head, 0)
-        if verdict is None and len(head) < MAX_HEAD_CHARS:
-            block.head = head
-            block.size += len(taken)
-            return pos + len(taken)
-        earlier, block.head = block.head, ""
-        block.size = len(block.marker.start)
-        if verdict is None or verdict == NO:
+        pos += block.head.take(text, pos)
+        self._decide(block, out, final=False)
+        return pos
+
+    def _decide(self, block: _Block, out: list[Segment], *, final: bool) -> None:
+        verdict, looked_at = block.head.verdict(block.marker.check, final=final)
+        self.examined += looked_at
+        if verdict is None:
+            return
+        body, block.head = block.head.text(), Head()
+        if verdict == NO:
             self._block = None
             out.append(block.marker.start)
-            self.feed(earlier, out)
-            return pos
-        block.verdict = verdict
-        if block.marker.end is None:
-            block.extent = JsonExtent()
-            block.skip = verdict - 1  # the check stopped just past the opening bracket
-        self.feed(earlier, out)  # now through the end search, as if it arrived just now
-        return pos
+        else:
+            block.verdict = verdict
+            if block.marker.end is None:
+                block.extent = JsonExtent()
+                block.skip = verdict - 1  # the check stopped just past the opening bracket
+        # As text after the marker, or through the end search as if it arrived just now.
+        self.feed(body, out)
 
     def _find_end(self, block: _Block, text: str, pos: int) -> int | None:
         """Index in `text` just past the block's end, or None while it goes on."""
@@ -207,10 +203,19 @@ class MarkerScanner:
             self.examined += found + len(end) - pos
             return found + len(end)
         self.examined += len(text) - pos
-        keep = len(end) - 1
-        recent = text[max(pos, len(text) - keep) :]
-        block.tail = (block.tail + recent)[-keep:] if len(recent) < keep else recent
+        recent = text[max(pos, len(text) - len(end) + 1) :]
+        if len(recent) < len(end) - 1:
+            recent = block.tail + recent
+        block.tail = self._partial_end(recent, end)
         return None
+
+    def _partial_end(self, text: str, end: str) -> str:
+        """The longest tail of `text` that an end marker may go on from (usually none)."""
+        self.examined += len(text)
+        for i in range(max(0, len(text) - len(end) + 1), len(text)):
+            if text[i] == end[0] and end.startswith(text[i:]):
+                return text[i:]
+        return ""
 
     def _json_end(self, block: _Block, text: str, pos: int) -> int | None:
         assert block.extent is not None

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import re
 
-from proxy.chat.textcalls.checks import NO, either, literal, then
+from proxy.chat.textcalls.checks import NO, Head, either, literal, then
 from proxy.chat.textcalls.extent import JsonExtent
-from proxy.chat.textcalls.markers import MAX_BLOCK_CHARS, MAX_HEAD_CHARS
+from proxy.chat.textcalls.markers import MAX_BLOCK_CHARS
 from proxy.chat.textcalls.model import NotACall, RecoveredCall, arguments_text, json_calls
 
 FORMAT = "json"
@@ -55,7 +55,7 @@ class WholeMessage:
         self._state = _WAITING
         self._pieces: list[str] = []
         self._size = 0
-        self._head = ""
+        self._head = Head()
         self._plausible = False
         self._extent = JsonExtent()
         self.examined = 0
@@ -114,14 +114,13 @@ class WholeMessage:
         """Can the value still be a call object? Decided on its first characters."""
         if self._plausible:
             return True
-        head = self._head + text[pos : pos + MAX_HEAD_CHARS - len(self._head)]
-        self.examined += len(head)
-        verdict = _CHECK(head, 0)
-        if verdict is None and len(head) < MAX_HEAD_CHARS:
-            self._head = head
+        self._head.take(text, pos)
+        verdict, looked_at = self._head.verdict(_CHECK)
+        self.examined += looked_at
+        if verdict is None:
             return True
-        self._head = ""
-        self._plausible = verdict is not None and verdict != NO
+        self._head = Head()
+        self._plausible = verdict != NO
         return self._plausible
 
     def _calls(self, content: str) -> list[RecoveredCall] | None:
