@@ -24,7 +24,7 @@ import orjson
 
 from proxy.chat.decide import ChoiceIds, ResponseIds, Verdict, truthful_finish_reason
 from proxy.chat.guard import Replay
-from proxy.chat.notes import CallDropped, DeltaRepaired, IdRewritten, Note
+from proxy.chat.notes import DeltaRepaired, IdRewritten, Note
 from proxy.chat.sse_scan import (
     CONTENT,
     LIVE_FINISH,
@@ -610,10 +610,7 @@ class StreamSanitizer:
         choice_index = self._index_of(state)
         if decision.verdict is not Verdict.DELIVER:
             slot.state = SlotState.DROPPED
-            reason = "replay" if decision.verdict is Verdict.REPLAY else "duplicate_in_response"
-            self.notes.append(
-                CallDropped(choice=choice_index, name=slot.name, raw_id=slot.raw_id, reason=reason)
-            )
+            self.notes.append(decision.dropped(choice_index, slot.name, slot.raw_id))
             return
         slot.state = SlotState.LIVE
         slot.client_index = decision.index

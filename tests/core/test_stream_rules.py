@@ -111,8 +111,8 @@ def test_rewritten_id_format_uses_turn_dense_idx_and_one_hex8_per_choice() -> No
     drawn: list[str] = []
 
     def source() -> str:
-        drawn.append("0123abcd")
-        return "0123abcd"
+        drawn.append("0123")
+        return "0123"
 
     facts = Setup(body=body).translated().facts
     core = StreamSanitizer(ResponseIds(facts, "auto", GuardState(), hex_source=source))
@@ -124,10 +124,10 @@ def test_rewritten_id_format_uses_turn_dense_idx_and_one_hex8_per_choice() -> No
     )
     events = events_of(core, data)
     assert call_summary(events) == [
-        ("call_4_0_0123abcd", "f", '{"x":1}'),
-        ("call_4_1_0123abcd", "g", "{}"),
+        (minted(4, 0, "functions.f:0", hex4="0123"), "f", '{"x":1}'),
+        (minted(4, 1, "functions.g:2", hex4="0123"), "g", "{}"),
     ]
-    assert drawn == ["0123abcd"]  # one hex8 per response and choice
+    assert drawn == ["0123"]  # one random half per response and choice
     assert_well_formed(events)
 
 
@@ -529,14 +529,14 @@ def test_choices_are_independent() -> None:
         finish("stop", choice=1),
         finish("tool_calls", choice=2),
     )
-    setup = Setup(body=request(n=3), hex_values=("aaaaaaaa", "bbbbbbbb", "cccccccc"))
+    setup = Setup(body=request(n=3), hex_values=("aaaa", "bbbb", "cccc"))
     result = run(setup.core, data)
     events = result.events
     assert_well_formed(events)
-    assert call_summary(events, 0) == [("call_1_0_aaaaaaaa", "f", '{"a":0}')]
+    assert call_summary(events, 0) == [(minted(1, 0, hex4="aaaa"), "f", '{"a":0}')]
     assert call_summary(events, 1) == [
-        ("call_1_0_bbbbbbbb", "f", '{"a":1}'),
-        ("call_1_1_bbbbbbbb", "g", "{}"),
+        (minted(1, 0, hex4="bbbb"), "f", '{"a":1}'),
+        (minted(1, 1, hex4="bbbb"), "g", "{}"),
     ]
     assert call_summary(events, 2) == []
     assert finish_reasons(events, 0) == ["tool_calls"]
@@ -551,7 +551,7 @@ def test_unfinished_choices_are_all_finished_at_the_end() -> None:
         text("b", choice=1),
         done=False,
     )
-    setup = Setup(body=request(n=2), hex_values=("aaaaaaaa", "bbbbbbbb"))
+    setup = Setup(body=request(n=2), hex_values=("aaaa", "bbbb"))
     events = run(setup.core, data).events
     assert_well_formed(events)
     assert finish_reasons(events, 0) == ["tool_calls"]
@@ -566,7 +566,7 @@ def test_n_greater_than_one_drops_replays_without_followup() -> None:
         finish("tool_calls", choice=0),
         finish("tool_calls", choice=1),
     )
-    setup = Setup(body=body, hex_values=("aaaaaaaa", "bbbbbbbb"))
+    setup = Setup(body=body, hex_values=("aaaa", "bbbb"))
     result = run(setup.core, data)
     assert result.core.followup is None
     assert result.core.error is None
@@ -577,12 +577,12 @@ def test_n_greater_than_one_drops_replays_without_followup() -> None:
 
 
 def test_hex_is_fixed_per_response_not_global() -> None:
-    a = Setup(hex_values=("11111111",)).core()
-    b = Setup(hex_values=("22222222",)).core()
+    a = Setup(hex_values=("1111",)).core()
+    b = Setup(hex_values=("2222",)).core()
     data = sse(calls(header(0, "call_0", "f", "{}")), finish())
-    assert call_summary(events_of(a, data))[0][0] == "call_1_0_11111111"
-    assert call_summary(events_of(b, data))[0][0] == "call_1_0_22222222"
-    assert HEX == "deadbeef"
+    assert call_summary(events_of(a, data))[0][0] == minted(1, 0, hex4="1111")
+    assert call_summary(events_of(b, data))[0][0] == minted(1, 0, hex4="2222")
+    assert HEX == "dead"
 
 
 def test_call_recovered_from_text_and_a_native_call_in_one_delta_both_arrive() -> None:
@@ -628,9 +628,7 @@ def test_hot_path_still_sees_spaced_and_repeated_finish_reasons() -> None:
         b'data: {"id":"x","choices":[{"index":0,"delta":{},"finish_reason": "stop"}]}\n\n',
         b'data: {"id":"x","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
     ):
-        core = StreamSanitizer(
-            ResponseIds(HistoryFacts(), "auto", GuardState(), lambda: "ab12cd34")
-        )
+        core = StreamSanitizer(ResponseIds(HistoryFacts(), "auto", GuardState(), lambda: "ab12"))
         out = b"".join(core.feed(role) + core.feed(call) + core.feed(finish_chunk) + core.end())
         assert b'"finish_reason":"tool_calls"' in out, out
         assert out.count(b"[DONE]") == 1
