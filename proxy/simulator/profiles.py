@@ -409,11 +409,19 @@ def plan_reply(profile: Profile, body: JSON) -> Reply:
         markup = f"<|tool_calls_section_begin|>{markup}<|tool_calls_section_end|>"
         return Reply(profile.preamble + _split_text(markup, 4), (), "stop", False)
     if profile.leak is not None:
-        # Small pieces, so markers are split across chunks (and UTF-8 tokens across bytes).
-        preamble = () if profile.leak in WHOLE_MESSAGE_LEAKS else profile.preamble
-        return Reply(preamble + _split_text(leak_markup(profile.leak, calls), 9), (), "stop")
+        return Reply(leak_content(profile.leak, profile.preamble, calls), (), "stop")
     finish = profile.tool_finish if profile.terminate else None
     return Reply(profile.preamble, calls, finish, kimi_ok)
+
+
+def leak_content(
+    fmt: str, preamble: tuple[str, ...], calls: tuple[PlannedCall, ...]
+) -> tuple[str, ...]:
+    """A reply's content pieces when its calls leak as `fmt` markup: small pieces, so markers
+    are split across chunks (and UTF-8 tokens across bytes), after the preamble unless the
+    format must be the whole message."""
+    markup = _split_text(leak_markup(fmt, calls), 9)
+    return markup if fmt in WHOLE_MESSAGE_LEAKS else preamble + markup
 
 
 def leak_markup(fmt: str, calls: tuple[PlannedCall, ...]) -> str:

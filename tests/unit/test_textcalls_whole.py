@@ -118,7 +118,7 @@ def test_a_value_past_the_block_limit_is_released() -> None:
 
 def ids() -> ResponseIds:
     return ResponseIds(
-        translate_request(REQUEST, "auto").facts, "auto", GuardState(), lambda: "abcdef01"
+        translate_request(REQUEST, "auto").facts, "auto", GuardState(), lambda: "abcd"
     )
 
 
@@ -132,8 +132,9 @@ def test_message_core_turns_the_content_into_the_call() -> None:
     result = sanitize_completion(body, ids(), text_tool_calls=True)
     choice = result.body["choices"][0]
     assert choice["message"]["content"] is None
-    assert [(c["id"], c["function"]["name"]) for c in choice["message"]["tool_calls"]] == [
-        ("call_1_0_abcdef01", "read_file")
+    # SPEC §2.2: the random half, then the digest of the (absent) raw id
+    assert [(c["id"][:-4], c["function"]["name"]) for c in choice["message"]["tool_calls"]] == [
+        ("call_1_0_abcd", "read_file")
     ]
     assert choice["finish_reason"] == "tool_calls"
 
@@ -172,8 +173,8 @@ def test_stream_recovers_a_whole_message_call_after_reasoning() -> None:
     core, out = stream([*events, event({}, "stop")])
     content, got, finish = client_view(out)
     assert (content, finish) == ("", "tool_calls")
-    assert [(i, n, orjson.loads(a)) for i, n, a in got] == [
-        ("call_1_0_abcdef01", "read_file", {"path": "/x"})
+    assert [(i[:-4], n, orjson.loads(a)) for i, n, a in got] == [
+        ("call_1_0_abcd", "read_file", {"path": "/x"})
     ]
     # Reasoning carries no content: it kept the hot path while the scanner waited for content.
     assert core.parsed <= 2 + len(events) - 21
