@@ -62,19 +62,26 @@ class RequestBody:
     """The request body, read through `receive`: it remembers whether the body has ended, so
     a refusal can read and drop the rest first (`send_refusal`)."""
 
-    __slots__ = ("_receive", "announced", "ended", "expects_continue", "started")
+    __slots__ = ("_receive", "_scope", "ended", "started")
 
     def __init__(self, receive: Receive, scope: Scope) -> None:
         self._receive = receive
+        self._scope = scope
         self.ended = False
-        # HTTP/1.1: a request without Content-Length or Transfer-Encoding has no body to wait
-        # for when refusing it (it is still read through `receive`, as ASGI delivers it).
-        length = header(scope, b"content-length")
-        chunked = header(scope, b"transfer-encoding") is not None
-        self.announced = chunked or (length is not None and length.strip() not in (b"", b"0"))
-        expect = header(scope, b"expect") or b""
-        self.expects_continue = expect.lower() == b"100-continue"
         self.started = False  # receive() was called (the server sent any 100 Continue)
+
+    @property
+    def announced(self) -> bool:
+        """HTTP/1.1: without Content-Length or Transfer-Encoding there is no body to wait for
+        when refusing (it is still read through `receive`, as ASGI delivers it)."""
+        if header(self._scope, b"transfer-encoding") is not None:
+            return True
+        length = header(self._scope, b"content-length")
+        return length is not None and length.strip() not in (b"", b"0")
+
+    @property
+    def expects_continue(self) -> bool:
+        return (header(self._scope, b"expect") or b"").lower() == b"100-continue"
 
     async def _next(self) -> bytes:
         self.started = True
@@ -90,13 +97,19 @@ class RequestBody:
         """The whole body, refusing more than `limit` bytes (SPEC §6: 413)."""
         parts: list[bytes] = []
         size = 0
-        while not self.ended:
-            chunk = await self._next()
+        self.started = True
+        while not self.ended:  # _next() inlined: this runs for every request
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                self.ended = True
+                raise ClientDisconnected
+            self.ended = not message.get("more_body", False)
+            chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
                 raise RequestTooLarge(f"request body exceeds the limit of {limit} bytes")
             parts.append(chunk)
-        return b"".join(parts)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     async def discard(self) -> bool:
         """Read and drop the rest of the body, within the linger limits; True if it ended."""
