@@ -304,8 +304,10 @@ class StreamSanitizer:
 
     def _holding_text(self) -> bool:
         # No content seen yet also counts: the whole message may be one JSON call.
-        states = self._choices.values()
-        return not states or any(s.scanner is None or s.scanner.holding for s in states)
+        for state in self._choices.values():
+            if state.scanner is None or state.scanner.holding:
+                return True
+        return not self._choices
 
     # -- chunks --------------------------------------------------------------------------------
 

@@ -26,17 +26,15 @@ from proxy.chat.textcalls.whole import WholeMessage
 class TextCallScanner:
     """Sans-IO: `feed(text) -> list[Segment]`, `end() -> list[Segment]`."""
 
-    __slots__ = ("_markers", "_whole")
+    __slots__ = ("_markers", "_whole", "holding")
 
     def __init__(self, offered_tools: frozenset[str]):
         self._whole = WholeMessage(offered_tools)
         self._markers = MarkerScanner(offered_tools)
-
-    @property
-    def holding(self) -> bool:
-        """True while the next content must reach the scanner: it holds text back, or has
-        seen no content but whitespace yet (the whole message may still be a JSON call)."""
-        return self._whole.holding or self._markers.holding
+        # True while the next content must reach the scanner: it holds text back, or has seen
+        # no content but whitespace yet (the whole message may still be a JSON call). A plain
+        # attribute: the stream's hot path reads it for every chunk.
+        self.holding = True
 
     @property
     def recovered(self) -> int:
@@ -52,6 +50,7 @@ class TextCallScanner:
         out: list[Segment] = []
         if passed:
             self._markers.feed(passed, out)
+        self.holding = self._whole.holding or self._markers.holding
         return _merge_text(out)
 
     def end(self) -> list[Segment]:
@@ -62,6 +61,7 @@ class TextCallScanner:
             self._markers.end(out)
         else:
             out.extend(whole)
+        self.holding = False
         return _merge_text(out)
 
 
