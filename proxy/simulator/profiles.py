@@ -411,7 +411,10 @@ def plan_reply(profile: Profile, body: JSON) -> Reply:
     if profile.leak is not None:
         return Reply(leak_content(profile.leak, profile.preamble, calls), (), "stop")
     finish = profile.tool_finish if profile.terminate else None
-    return Reply(profile.preamble, calls, finish, kimi_ok)
+    # A model stuck in a loop sends the bare call: nothing reaches the client before the
+    # proxy can tell it is a loop (SPEC §5: then an HTTP 422, which agents do not retry).
+    looping = profile.replay is Replay.LOOP and history.call_rounds >= profile.replay_after
+    return Reply(() if looping else profile.preamble, calls, finish, kimi_ok)
 
 
 def leak_content(

@@ -18,6 +18,7 @@ from helpers import (
     assistant,
     call_summary,
     calls,
+    content_of,
     feed_reads,
     finish,
     frag,
@@ -229,3 +230,73 @@ def test_a_replay_of_a_synthetically_answered_call_trips_under_either_id(raw_id:
     second = StreamSanitizer(ResponseIds(facts, "auto", ids.guard), carry=first.followup.carry)
     feed_reads(second, [replay_of_b(raw_id)])
     assert isinstance(second.error, ReplayLoopDetected)
+
+
+# -- SPEC §5: until a byte reaches the client, a loop can still be an HTTP 422 ----------------
+
+
+def test_a_first_chunk_with_only_the_role_waits_for_the_next_event() -> None:
+    core = Setup().core()
+    assert feed_reads(core, [sse(role(), done=False)], end=False) == b""
+    assert core.nothing_released
+    out = parse_sse(feed_reads(core, [sse(text("hi"), done=False)], end=False))
+    assert [e.data["choices"][0]["delta"] for e in out] == [
+        {"role": "assistant", "content": ""},
+        {"content": "hi"},
+    ]
+    assert not core.nothing_released
+
+
+def test_content_never_waits() -> None:
+    core = Setup().core()
+    out = parse_sse(feed_reads(core, [sse(text("hi"), done=False)], end=False))
+    assert len(out) == 1 and not core.nothing_released
+
+
+def test_a_round_of_only_replays_releases_nothing_and_its_role_leads_the_next_round() -> None:
+    setup = Setup(body=kimi_history())
+    tr = setup.translated()
+    ids = setup.ids()
+    first = StreamSanitizer(ids)
+    assert feed_reads(first, [replay_of_b()]) == b""
+    assert first.followup is not None and first.nothing_released
+    _, facts = build_followup(
+        tr.body, tr.facts, ids.guard, first.followup.content, first.followup.replays
+    )
+    second = StreamSanitizer(ResponseIds(facts, "auto", ids.guard), carry=first.followup.carry)
+    events = parse_sse(feed_reads(second, [sse(role(), text("Done."), finish("stop"))]))
+    deltas = [e.data["choices"][0]["delta"] for e in events if e.is_chunk and e.data["choices"]]
+    assert deltas[0] == {"role": "assistant", "content": ""}  # round 1's, once
+    assert all("role" not in d for d in deltas[1:])
+    assert content_of(events) == "Done."
+
+
+def test_a_loop_before_any_byte_leaves_only_the_error() -> None:
+    setup = Setup(body=kimi_history())
+    tr = setup.translated()
+    ids = setup.ids()
+    first = StreamSanitizer(ids)
+    feed_reads(first, [replay_of_b()])
+    assert first.followup is not None
+    _, facts = build_followup(
+        tr.body, tr.facts, ids.guard, first.followup.content, first.followup.replays
+    )
+    second = StreamSanitizer(ResponseIds(facts, "auto", ids.guard), carry=first.followup.carry)
+    out = second.feed(replay_of_b())
+    assert second.error is not None and second.nothing_released
+    assert out == [second.error.sse_bytes()]  # the shell answers it as a 422 instead
+
+
+def test_a_loop_after_content_ends_the_stream_with_the_error_event() -> None:
+    core = Setup(body=kimi_history()).core()
+    data = sse(
+        role(),
+        text("Running it again."),
+        calls(header(0, RESTARTED, "bash", ARGS_B)),
+        calls(header(1, RESTARTED, "bash", ARGS_B)),  # the same replay twice: a loop
+        finish("tool_calls"),
+    )
+    events = parse_sse(feed_reads(core, [data]))
+    assert core.error is not None and not core.nothing_released
+    assert events[0].data["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert events[-1].is_error

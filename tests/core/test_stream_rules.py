@@ -386,13 +386,26 @@ def test_event_lines_and_comments_pass_through() -> None:
     assert call_summary(result.events) == [(NATIVE, "f", "{}")]
 
 
-def test_non_json_data_lines_are_forwarded_unchanged_and_counted() -> None:
-    data = sse(b"data: not json {", role(), b"data: still not json", text("x"), finish("stop"))
+def test_non_json_data_lines_become_comments_in_place_and_are_counted() -> None:
+    # SPEC §4: the openai SDKs raise on a data line that is not JSON; a comment keeps its text.
+    data = sse(
+        b"data: not json {",
+        role(),
+        b"event: note\ndata: still not\ndata: json",
+        text("x"),
+        finish("stop"),
+    )
     result = run(Setup().core, data)
-    raws = [e.raw for e in result.events if e.raw is not None]
-    assert raws[0] == "not json {"
-    assert raws[2] == "still not json"
+    events = result.events
+    assert [e.other for e in events[:3]] == [
+        (": not json {",),
+        (),
+        ("event: note", ": still not", ": json"),
+    ]
+    assert [e.raw for e in events[:3:2]] == [None, None]  # no data line left in them
+    assert content_of(events) == "x"
     assert result.core.non_json_events == 2
+    assert_well_formed(events)
 
 
 def test_empty_finish_reason_on_every_chunk_does_not_end_the_choice() -> None:
