@@ -441,11 +441,13 @@ def _leak_kimi(calls: tuple[PlannedCall, ...]) -> str:
     return f"<|tool_calls_section_begin|>{inner}<|tool_calls_section_end|>"
 
 
+def _call_object(call: PlannedCall, key: str = "arguments") -> str:
+    """`{"name": ..., "arguments": {...}}` (or `"parameters"`), as models write a call."""
+    return f'{{"name": "{call.name}", "{key}": {call.arguments}}}'
+
+
 def _leak_hermes(calls: tuple[PlannedCall, ...]) -> str:
-    return "".join(
-        f'<tool_call>\n{{"name": "{c.name}", "arguments": {c.arguments}}}\n</tool_call>'
-        for c in calls
-    )
+    return "".join(f"<tool_call>\n{_call_object(c)}\n</tool_call>" for c in calls)
 
 
 def _leak_qwen3_coder(calls: tuple[PlannedCall, ...]) -> str:
@@ -469,25 +471,22 @@ def _leak_deepseek(calls: tuple[PlannedCall, ...]) -> str:
 
 
 def _leak_llama(calls: tuple[PlannedCall, ...]) -> str:
-    first = calls[0]
-    return f'<|python_tag|>{{"name": "{first.name}", "parameters": {first.arguments}}}'
+    return "<|python_tag|>" + _call_object(calls[0], "parameters")
 
 
 def _leak_mistral(calls: tuple[PlannedCall, ...]) -> str:
-    items = ", ".join(f'{{"name": "{c.name}", "arguments": {c.arguments}}}' for c in calls)
-    return f"[TOOL_CALLS][{items}]"
+    return f"[TOOL_CALLS][{', '.join(_call_object(c) for c in calls)}]"
 
 
 def _leak_json(calls: tuple[PlannedCall, ...]) -> str:
     """The whole message is the call (Llama 3.x JSON tools, Hermes-2-Pro on some hosts)."""
     if len(calls) == 1:
-        return f'{{"name": "{calls[0].name}", "parameters": {calls[0].arguments}}}'
-    items = ", ".join(f'{{"name": "{c.name}", "arguments": {c.arguments}}}' for c in calls)
-    return f"[{items}]"
+        return _call_object(calls[0], "parameters")
+    return f"[{', '.join(_call_object(c) for c in calls)}]"
 
 
 def _leak_llama4(calls: tuple[PlannedCall, ...]) -> str:
-    items = ", ".join(f'{{"name": "{c.name}", "parameters": {c.arguments}}}' for c in calls)
+    items = ", ".join(_call_object(c, "parameters") for c in calls)
     body = items if len(calls) == 1 else f"[{items}]"
     return f"<|python_start|>{body}<|python_end|>"
 
@@ -501,10 +500,7 @@ def _leak_llama4_pythonic(calls: tuple[PlannedCall, ...]) -> str:
 
 
 def _leak_lmstudio(calls: tuple[PlannedCall, ...]) -> str:
-    return "".join(
-        f'[TOOL_REQUEST]{{"name": "{c.name}", "arguments": {c.arguments}}}[END_TOOL_REQUEST]'
-        for c in calls
-    )
+    return "".join(f"[TOOL_REQUEST]{_call_object(c)}[END_TOOL_REQUEST]" for c in calls)
 
 
 def _leak_glm(calls: tuple[PlannedCall, ...]) -> str:
