@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: run test lint typecheck unit bench soak fuzz clean
+.PHONY: run test lint typecheck unit agents bench soak fuzz clean
 
 $(BIN)/python:
 	@echo "Creating $(VENV) and installing toolcall-proxy into it (the first time only)" >&2
@@ -50,9 +50,21 @@ $(NODE_CLIENTS)/node_modules/.installed: $(NODE_CLIENTS)/package.json $(NODE_CLI
 	touch $@
 
 unit: $(VENV)/.dev $(NODE_CLIENTS)/node_modules/.installed
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest --ignore=tests/agents $(PYTEST_ARGS)
 
 test: lint typecheck unit
+
+# Coding-agent CLIs for tests/agents (opencode, pi, qwen-code and the Node 22 that qwen-code
+# needs), pinned by the committed package-lock.json; about 900 MB.
+AGENT_CLIS := tests/agents/node
+$(AGENT_CLIS)/node_modules/.installed: $(AGENT_CLIS)/package.json $(AGENT_CLIS)/package-lock.json
+	cd $(AGENT_CLIS) && npm ci --no-audit --no-fund
+	touch $@
+
+# Each agent through the proxy and straight to the simulator, every replay mode; prints the
+# agent x mode x replay id table and writes it to tests/agents/results/latest.md.
+agents: $(VENV)/.dev $(AGENT_CLIS)/node_modules/.installed
+	$(BIN)/pytest tests/agents $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

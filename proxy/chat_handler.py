@@ -9,7 +9,6 @@ failures into the errors of SPEC §6.
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
@@ -172,9 +171,11 @@ class ChatHandler:
         )
 
     def _record(self, req: ChatRequest, exchange: ChatExchange) -> None:
-        self._notes(req, exchange.take_notes())
-        if exchange.non_json_events:
-            req.log.fields["non_json_events"] = exchange.non_json_events
+        notes, non_json = exchange.report()
+        if notes:
+            self._notes(req, notes)
+        if non_json:
+            req.log.fields["non_json_events"] = non_json
 
     # -- the rounds: one loop, streaming or not ---------------------------------------------------
 
@@ -192,7 +193,8 @@ class ChatHandler:
                 exchange.begin_round(stream=writer.streaming)
                 followup = await self._round(req, exchange, writer, response)
                 if followup is None:
-                    await writer.close()
+                    if not writer.ended:
+                        await writer.close()
                     return writer.status
                 self._answered(req, list(followup.replays))
                 try:
@@ -241,7 +243,12 @@ class ChatHandler:
         try:
             async for chunk in chunks:
                 events = exchange.feed(chunk)
-                if events and (step := await self._act(req, writer, events)) is not None:
+                if not events:
+                    continue
+                if len(events) == 1 and type(first := events[0]) is bytes:
+                    await writer.write(first)  # the hot path: a stream goes on
+                    continue
+                if (step := await self._act(req, writer, events)) is not None:
                     await _drain(chunks)  # the rest is not needed; read it for the pool
                     return step if isinstance(step, OpenFollowup) else None
             step = await self._act(req, writer, exchange.end())
@@ -268,15 +275,19 @@ class ChatHandler:
 
     async def _act(
         self, req: ChatRequest, writer: ClientWriter, events: list[ExchangeEvent]
-    ) -> OpenFollowup | object | None:
-        """Carry out the exchange's events; _GO_ON while the round goes on."""
+    ) -> OpenFollowup | _RoundOver | None:
+        """Carry out the exchange's events; None while the round goes on."""
         for event in events:
             match event:
+                case bytes():
+                    await writer.write(event)
                 case Forward(data=data, last=last):
                     await writer.write(data, last=last)
                     if last:
-                        # The client's body ended with `[DONE]`: nothing after it is forwarded.
-                        req.log.mark_response_end()
+                        # The client's body ended (a stream's with `[DONE]`): the rest of the
+                        # upstream's is not forwarded, and the request's duration ends here.
+                        if writer.streaming:
+                            req.log.mark_response_end()
                         return ROUND_OVER
                 case OpenFollowup():
                     return event
@@ -304,16 +315,25 @@ class _RoundOver:
 ROUND_OVER = _RoundOver()
 
 
-@functools.lru_cache(maxsize=64)
+# A route's tool-call rules, built once per route (routes are fixed at start-up). Keyed by
+# identity: hashing and comparing a Route's twelve fields per request cost more than building.
+_RULES: dict[int, tuple[Route, RouteRules]] = {}
+
+
 def rules_for(route: Route) -> RouteRules:
-    """A route's tool-call rules (built once per route: routes are fixed at start-up)."""
-    return RouteRules(
+    cached = _RULES.get(id(route))
+    if cached is not None and cached[0] is route:
+        return cached[1]
+    rules = RouteRules(
         ids=route.ids,
         dialect=route.dialect,
         replay_guard=route.replay_guard,
         max_followups=route.max_followups,
         text_tool_calls=route.text_tool_calls == "auto",
     )
+    if len(_RULES) < 1024:  # bounded: tests build many apps, production a handful of routes
+        _RULES[id(route)] = (route, rules)
+    return rules
 
 
 # After the client's body ended, the rest of the upstream's body is read (and dropped) so its

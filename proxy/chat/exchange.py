@@ -2,14 +2,15 @@
 
 The shell talks to nothing else: it hands the exchange the upstream's body as it arrives
 (`feed`, then `end`) and acts on the small events it gets back, in order:
-- `Forward`: bytes for the client's body (`last`: the body ends with them);
+- `bytes`: more of the client's body; `Forward`: bytes that end it (a stream's `[DONE]`, or a
+  whole message);
 - `OpenFollowup`: a replay-only round was answered by the proxy; send this request upstream
   and feed its body to the same exchange (SPEC §5);
 - `LoopDetected`: the breaker tripped; `before_first_byte` says whether the client can still
   get a plain HTTP 422 (nothing of the response reached it yet);
 - `UpstreamBroken`: the upstream sent what cannot be answered (a follow-up body that is not a
   JSON object).
-Decisions for logs and metrics are read with `take_notes()`.
+Decisions for logs and metrics are read with `report()`.
 
 The exchange owns what lives across rounds: the translated request, the guard and breaker,
 the follow-up requests, and (in its round cores) the carried message identity and usage.
@@ -39,6 +40,8 @@ from proxy.jsontext import dumps
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Forward:
+    """Bytes that end the client's body (`last`), or a whole message's body."""
+
     data: bytes
     last: bool = False
 
@@ -60,7 +63,9 @@ class UpstreamBroken:
     error: ProxyError
 
 
-ExchangeEvent = Forward | OpenFollowup | LoopDetected | UpstreamBroken
+# Plain `bytes` is "forward these; the body goes on": the event of nearly every read of a
+# stream, so no object is built for it on the hot path (measured: bench.inprocess).
+ExchangeEvent = bytes | Forward | OpenFollowup | LoopDetected | UpstreamBroken
 
 
 class ExchangePhase(Enum):
@@ -68,6 +73,10 @@ class ExchangePhase(Enum):
     RECEIVING = auto()  # feeding a round's body
     ENDED = auto()  # the client's response is complete
     FAILED = auto()  # a loop or a broken upstream ended it
+
+    # Members are singletons: hash them by identity (C) rather than Enum's hash of the name,
+    # a Python call for every transition check on every request.
+    __hash__ = object.__hash__
 
 
 _TRANSITIONS: dict[ExchangePhase, frozenset[ExchangePhase]] = {
@@ -119,6 +128,7 @@ class ChatExchange:
         self._notes: list[Note] = []
         self._forwarded = False  # some bytes of the response reached the shell
         self._round: _StreamRound | _MessageRound | None = None
+        self._stream_core: StreamSanitizer | None = None  # the round's, when it streams
         self._carry: Carry | None = None  # the earlier rounds' message, once there are some
         self._content_before = ""  # non-streaming: the earlier rounds' content
 
@@ -127,21 +137,37 @@ class ChatExchange:
     def begin_round(self, *, stream: bool) -> None:
         """An upstream response head arrived: its body is an event stream or one message."""
         self._move(ExchangePhase.RECEIVING)
-        self._non_json_before = self.non_json_events
+        self._non_json_before = self._non_json_now()
         ids = ResponseIds(self.facts, self.rules.ids, self.guard)
         if stream:
-            self._round = _StreamRound(
-                StreamSanitizer(ids, carry=self._carry, text_tool_calls=self._text_calls)
+            core = StreamSanitizer(
+                ids, carry=self._carry, text_tool_calls=self.rules.text_tool_calls
             )
+            self._round = _StreamRound(core)
+            self._stream_core = core
         else:
             self._round = _MessageRound(ids)
+            self._stream_core = None
 
     def feed(self, data: bytes) -> list[ExchangeEvent]:
-        round_ = self._receiving()
-        if isinstance(round_, _MessageRound):
-            round_.body += data
+        core = self._stream_core
+        if core is None or self.phase is not ExchangePhase.RECEIVING:
+            return self._feed_message(data)
+        out = core.feed(data)
+        if core.phase is StreamPhase.STREAMING and not core.notes:
+            # The hot path: the round goes on and decided nothing worth a note.
+            if out:
+                self._forwarded = True
+                return [out[0] if len(out) == 1 else b"".join(out)]
             return []
-        return self._stream_events(round_.core, round_.core.feed(data))
+        return self._stream_events(core, out)
+
+    def _feed_message(self, data: bytes) -> list[ExchangeEvent]:
+        round_ = self._receiving()
+        if not isinstance(round_, _MessageRound):
+            raise ExchangeClosed("a stream's input after its round ended")
+        round_.body += data
+        return []
 
     def end(self) -> list[ExchangeEvent]:
         """The round's upstream body ended cleanly."""
@@ -150,22 +176,16 @@ class ChatExchange:
             return self._message_events(round_)
         return self._stream_events(round_.core, round_.core.end())
 
-    @property
-    def non_json_events(self) -> int:
-        """Data lines that were not JSON, over every round so far (SPEC §4)."""
-        round_ = self._round
-        current = round_.core.non_json_events if isinstance(round_, _StreamRound) else 0
-        return self._non_json_before + current
-
-    def take_notes(self) -> list[Note]:
+    def report(self) -> tuple[list[Note], int]:
+        """The decisions not yet reported, and the data lines that were not JSON so far."""
         notes, self._notes = self._notes, []
-        return notes
+        return notes, self._non_json_now()
+
+    def _non_json_now(self) -> int:
+        core = self._stream_core
+        return self._non_json_before + (core.non_json_events if core is not None else 0)
 
     # -- streaming rounds ----------------------------------------------------------------------
-
-    @property
-    def _text_calls(self) -> bool:
-        return self.rules.text_tool_calls
 
     def _stream_events(self, core: StreamSanitizer, out: list[bytes]) -> list[ExchangeEvent]:
         if core.notes:
@@ -176,7 +196,7 @@ class ChatExchange:
         if core.phase is not StreamPhase.DONE:
             if out:
                 self._forwarded = True
-                return [Forward(data=out[0] if len(out) == 1 else b"".join(out))]
+                return [out[0] if len(out) == 1 else b"".join(out)]
             return []
         followup = core.followup
         events: list[ExchangeEvent] = []
@@ -196,7 +216,7 @@ class ChatExchange:
         events: list[ExchangeEvent] = []
         if len(out) > 1:
             self._forwarded = True
-            events.append(Forward(data=b"".join(out[:-1])))
+            events.append(b"".join(out[:-1]))
         return [*events, self._loop(core.error)]
 
     # -- non-streaming rounds ------------------------------------------------------------------
@@ -219,7 +239,9 @@ class ChatExchange:
                 )
             ]
         try:
-            result = sanitize_completion(parsed, round_.ids, text_tool_calls=self._text_calls)
+            result = sanitize_completion(
+                parsed, round_.ids, text_tool_calls=self.rules.text_tool_calls
+            )
         except ReplayLoopDetected as exc:
             return [self._loop(exc)]
         self._notes.extend(result.notes)

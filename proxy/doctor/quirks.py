@@ -120,7 +120,7 @@ _ALL = (
     Quirk(
         "non_json_data",
         "`data:` lines that are not JSON (the openai SDKs raise on them)",
-        "passes them through in order and counts them (the SDKs raise with or without it)",
+        "turns each into an SSE comment carrying the same text, in place, and counts it",
     ),
     Quirk(
         "crlf_framing",
