@@ -12,8 +12,9 @@ Linear time: every piece of input is looked at a bounded number of times, whatev
 No buffer is re-joined or re-searched per piece: a block is kept as a list of pieces (joined
 once, when it is complete), the end marker is looked for only in the new piece plus the few
 characters before it, a JSON body's end is tracked incrementally (extent.py), and a body that
-failed is scanned again at most once (a block that fails inside that second scan is released
-whole). `examined` counts the characters looked at, for the tests that prove this.
+failed is scanned again at most once (a block that fails inside that second scan, or outgrows
+MAX_BLOCK_CHARS, is released whole). `examined` counts the characters looked at, for the tests
+that prove this.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from proxy.chat.textcalls.formats import MARKERS, Marker
 from proxy.chat.textcalls.model import NotACall, RecoveredCall, Segment, arguments_text
 
 # A block that has not ended after this many characters is not a call worth recovering: it is
-# released as text rather than holding the client's content hostage (and memory bounded).
+# released as text, whole, rather than holding the client's content hostage (and memory).
 MAX_BLOCK_CHARS = 256 * 1024
 
 _STARTS = re.compile("|".join(re.escape(s) for s in sorted(MARKERS, key=len, reverse=True)))
