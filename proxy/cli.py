@@ -278,7 +278,7 @@ def _serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
     settings = build_settings(args)
     from proxy.app import create_app
     from proxy.observability import configure_logging, uvicorn_log_config
-    from proxy.server import DrainingServer, graceful_timeout
+    from proxy.server import DrainingServer, OpenAIErrorHttpProtocol, graceful_timeout
     from proxy.startup import startup_lines
 
     configure_logging(settings.log_level)
@@ -288,7 +288,7 @@ def _serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "host": settings.host,
         "port": settings.port,
         "loop": "uvloop",
-        "http": "httptools",
+        "http": OpenAIErrorHttpProtocol,  # httptools, with malformed heads in the SPEC §6 shape
         "log_level": settings.log_level if settings.log_level != "debug" else "info",
         "access_log": False,
         "log_config": uvicorn_log_config(),
