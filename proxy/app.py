@@ -32,10 +32,10 @@ from proxy.asgi import (
     with_request_id,
 )
 from proxy.chat_handler import ChatHandler, ChatRequest
-from proxy.config import SIMULATOR_MOUNT, Route, Settings
+from proxy.config import FLAGS_ENV, SIMULATOR_MOUNT, Route, Settings, settings_from_flags
 from proxy.cors import CORSMiddleware
 from proxy.errors import AuthenticationError, ClientRequestError, ProxyError, RequestTooLarge
-from proxy.observability import LOGGER, Metrics, RequestLog
+from proxy.observability import LOGGER, Metrics, RequestLog, configure_logging
 from proxy.server import ResponseProgress, end_for_shutdown
 from proxy.upstream import (
     PROXY_KEY_HEADER,
@@ -372,10 +372,7 @@ def create_app(
 
 def app_from_environment() -> ProxyApp | CORSMiddleware:
     """Factory for uvicorn workers: rebuilds the settings the parent process resolved."""
-    from proxy.cli import ARGV_ENV, settings_from_argv
-    from proxy.observability import configure_logging
-
-    settings = settings_from_argv(orjson.loads(os.environ.get(ARGV_ENV, "[]")))
+    settings = settings_from_flags(orjson.loads(os.environ.get(FLAGS_ENV, "{}")))
     configure_logging(settings.log_level)
     return create_app(settings)
 
