@@ -160,7 +160,10 @@ def _route_lines(written: dict[int, Written], node: yaml.Node, index: int) -> di
 
 
 def _routes(
-    raw_routes: list[Any], routes_node: yaml.Node, written: dict[int, Written], defaults: Route
+    raw_routes: list[Any],
+    routes_node: yaml.Node | None,
+    written: dict[int, Written],
+    defaults: Route,
 ) -> tuple[Route, ...]:
     assert isinstance(routes_node, yaml.SequenceNode)
     routes: list[Route] = []
@@ -214,6 +217,14 @@ def load_yaml_routes(text: str, defaults: Route) -> tuple[dict[str, Any], tuple[
         for key, value in data.items()
         if key in TOP_LEVEL
     }
+    raw_routes, routes_node = _routes_list(data, root_keys)
+    if not raw_routes:
+        return top, ()
+    return top, _routes(raw_routes, routes_node, written, defaults)
+
+
+def _routes_list(data: dict[Any, Any], root_keys: Written) -> tuple[list[Any], yaml.Node | None]:
+    """The `routes` value and its node; anything but a list (or nothing) is a mistake."""
     routes_node = _value_node(root_keys, "routes")
     raw_routes = data.get("routes") or []
     if not isinstance(raw_routes, list) or (
@@ -223,7 +234,4 @@ def load_yaml_routes(text: str, defaults: Route) -> tuple[dict[str, Any], tuple[
     ):
         routes_line = routes_node.start_mark.line + 1 if routes_node is not None else None
         raise ConfigError("routes", "expected a list of routes", routes_line)
-    if not raw_routes:
-        return top, ()
-    assert routes_node is not None
-    return top, _routes(raw_routes, routes_node, written, defaults)
+    return raw_routes, routes_node
