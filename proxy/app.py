@@ -136,8 +136,10 @@ class ProxyApp:
             )
             return
         if self._simulator is not None and path.startswith(SIMULATOR_MOUNT + "/"):
-            inner = dict(scope, path=path[len(SIMULATOR_MOUNT) :], raw_path=None)
-            await self._simulator(inner, receive, send)
+            # Mounted the ASGI way: the full path, and the mount point as root_path (so the
+            # simulator's /docs page links its /_simulator/openapi.json).
+            root = scope.get("root_path", "") + SIMULATOR_MOUNT
+            await self._simulator(dict(scope, root_path=root), receive, send)
             return
         request_id = _request_id(scope)
         prefix, rest = self._split(path)
