@@ -13,8 +13,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from proxy import __version__
 from proxy.config import (
@@ -160,8 +159,7 @@ def run_check_config(args: argparse.Namespace) -> int:
     return 0
 
 
-@dataclass(frozen=True, slots=True)
-class Command:
+class Command(NamedTuple):
     name: str
     help: str
     arguments: Callable[[argparse.ArgumentParser], None]

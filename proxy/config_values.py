@@ -10,8 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
 
@@ -29,33 +28,31 @@ class ConfigError(ValueError):
 Check = Callable[[object, str, int | None], Any]
 
 
-class Kind(Protocol):
-    """What values a setting takes: checked by `parse`, shown to argparse and in the README."""
+class Kind:
+    """What values a setting takes: checked by `parse`, shown by argparse and in the README.
 
-    @property
-    def metavar(self) -> str: ...
+    Plain classes, not dataclasses: the command line imports them on every start, and each
+    dataclass costs about a millisecond to create.
+    """
 
-    @property
-    def arg_type(self) -> Callable[[str], Any]: ...
+    def __init__(
+        self,
+        metavar: str,
+        arg_type: Callable[[str], Any] = str,
+        choices: tuple[str, ...] | None = None,
+    ) -> None:
+        self.metavar = metavar  # how a value is shown in a synopsis
+        self.arg_type = arg_type  # what argparse converts a flag with
+        self.choices = choices  # what argparse allows, when it is a fixed set
 
-    @property
-    def choices(self) -> tuple[str, ...] | None: ...
-
-    def parse(self, value: object, field_name: str, line: int | None) -> Any: ...
+    def parse(self, value: object, field_name: str, line: int | None) -> Any:
+        raise NotImplementedError
 
 
-@dataclass(frozen=True, slots=True)
-class Choice:
-    values: tuple[str, ...]
-    arg_type: Callable[[str], Any] = str
-
-    @property
-    def metavar(self) -> str:
-        return "|".join(self.values)
-
-    @property
-    def choices(self) -> tuple[str, ...]:
-        return self.values
+class Choice(Kind):
+    def __init__(self, values: tuple[str, ...]) -> None:
+        super().__init__("|".join(values), choices=values)
+        self.values = values
 
     def parse(self, value: object, field_name: str, line: int | None) -> str:
         text = str(value).strip().lower()
@@ -68,13 +65,11 @@ class Choice:
         return text
 
 
-@dataclass(frozen=True, slots=True)
-class Switch:
+class Switch(Kind):
     """on or off (YAML's true/false and yes/no too)."""
 
-    metavar: str = "on|off"
-    arg_type: Callable[[str], Any] = str
-    choices: tuple[str, ...] = ("on", "off")
+    def __init__(self) -> None:
+        super().__init__("on|off", choices=("on", "off"))
 
     def parse(self, value: object, field_name: str, line: int | None) -> bool:
         if isinstance(value, bool):
@@ -87,17 +82,19 @@ class Switch:
         raise ConfigError(field_name, f"expected on or off, got {value!r}", line)
 
 
-@dataclass(frozen=True, slots=True)
-class Number:
-    metavar: str
-    integer: bool = False
-    positive: bool = False  # greater than 0 (otherwise: not negative)
-    maximum: int | None = None
-    choices: None = None
-
-    @property
-    def arg_type(self) -> Callable[[str], Any]:
-        return int if self.integer else float
+class Number(Kind):
+    def __init__(
+        self,
+        metavar: str,
+        *,
+        integer: bool = False,
+        positive: bool = False,  # greater than 0 (otherwise: not negative)
+        maximum: int | None = None,
+    ) -> None:
+        super().__init__(metavar, int if integer else float)
+        self.integer = integer
+        self.positive = positive
+        self.maximum = maximum
 
     def parse(self, value: object, field_name: str, line: int | None) -> Any:
         kind = "a whole number" if self.integer else "a number"
@@ -118,15 +115,13 @@ class Number:
         return number
 
 
-@dataclass(frozen=True, slots=True)
-class Text:
+class Text(Kind):
     """One string, checked (and normalized) by `check`."""
 
-    check: Check
-    metavar: str
-    nullable: bool = False  # YAML's null is a value: "none" (a route clearing a default)
-    arg_type: Callable[[str], Any] = str
-    choices: None = None
+    def __init__(self, check: Check, metavar: str, *, nullable: bool = False) -> None:
+        super().__init__(metavar)
+        self.check = check
+        self.nullable = nullable  # YAML's null is a value: none (a route clearing a default)
 
     def parse(self, value: object, field_name: str, line: int | None) -> Any:
         if value is None and self.nullable:
@@ -134,15 +129,13 @@ class Text:
         return self.check(value, field_name, line)
 
 
-@dataclass(frozen=True, slots=True)
-class Items:
+class Items(Kind):
     """A list: comma-separated in a flag or the environment, a list or that string in YAML."""
 
-    check: Check
-    metavar: str
-    noun: str  # what the items are, for the message on a value that is no list
-    arg_type: Callable[[str], Any] = str
-    choices: None = None
+    def __init__(self, check: Check, metavar: str, noun: str) -> None:
+        super().__init__(metavar)
+        self.check = check
+        self.noun = noun  # what the items are, for the message on a value that is no list
 
     def parse(self, value: object, field_name: str, line: int | None) -> tuple[Any, ...]:
         items = value.split(",") if isinstance(value, str) else value

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 from proxy.config_values import (
     Choice,
@@ -42,8 +41,7 @@ EVERYWHERE: frozenset[Source] = frozenset({"flag", "env", "yaml"})
 NOT_IN_YAML: frozenset[Source] = frozenset({"flag", "env"})
 
 
-@dataclass(frozen=True, slots=True)
-class Option:
+class Option(NamedTuple):  # not a dataclass: cheaper to create on every start
     name: str  # the YAML key and the attribute; the flag and variable are spelled from it
     kind: Kind
     default: Any
