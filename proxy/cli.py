@@ -164,12 +164,20 @@ class Command(NamedTuple):
     help: str
     arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+    description: str | None = None  # under the usage line of this command's --help
     examples: bool = False  # show the examples under this command's --help too
+
+
+SERVE = """\
+Run the proxy. Every flag is also an environment variable TOOLCALL_PROXY_<FLAG>, dashes as
+underscores (TOOLCALL_PROXY_READ_TIMEOUT). A flag wins over the environment, which wins over
+the YAML file. Proxy keys are read only from TOOLCALL_PROXY_KEYS.
+"""
 
 
 # The subcommands, in the order --help lists them. A new one is one line here.
 COMMANDS: tuple[Command, ...] = (
-    Command("serve", "run the proxy", add_serve_flags, run_serve, examples=True),
+    Command("serve", "run the proxy", add_serve_flags, run_serve, SERVE, examples=True),
     Command("simulate", "run the simulated provider on its own", simulate_arguments, run_simulate),
     Command("sanitize", "sanitize a captured SSE stream offline", sanitize_arguments, run_sanitize),
     Command(
@@ -191,7 +199,11 @@ def build_parser() -> argparse.ArgumentParser:
         extra: dict[str, Any] = {}
         if command.examples:
             extra = {"epilog": EXAMPLES, "formatter_class": argparse.RawDescriptionHelpFormatter}
-        command.arguments(sub.add_parser(command.name, help=command.help, **extra))
+        command.arguments(
+            sub.add_parser(
+                command.name, help=command.help, description=command.description, **extra
+            )
+        )
         sub.choices[command.name].set_defaults(run=command.run)
     return parser
 
