@@ -17,7 +17,7 @@ import httpx
 import httpx._client
 import httpx._models
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from proxy.transport import HttptoolsTransport
@@ -87,7 +87,15 @@ TIMEOUTS = st.sampled_from(
 )
 
 
+FIXED = httpx.Timeout(connect=1.0, read=2.0, write=3.0, pool=4.0)
+
+
 @settings(max_examples=300, deadline=None)
+@example("POST", "http://127.0.0.1:9/v1/chat/completions", [("x-request-id", "r1")], b"{}", FIXED)
+@example("POST", "http://h/v1/x", [("User-Agent", "sdk/1"), ("host", "other")], b"", FIXED)
+@example("GET", "https://api.example.com:8443/v1/models?limit=2", [("accept", "*/*")], None, FIXED)
+@example("POST", "http://h/v1/x", [("Content-Length", "3")], b"abc", FIXED)
+@example("PUT", "http://h/v1/x", None, None, FIXED)
 @given(
     method=st.sampled_from(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "post"]),
     url=URLS,
