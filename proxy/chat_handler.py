@@ -43,6 +43,26 @@ SSE_HEADERS = [
 ]
 
 
+class ClientStream:
+    """The client's event stream. Its head leaves with the first bytes, never before (SPEC §5:
+    until then a replay loop can still be answered as an HTTP 422)."""
+
+    __slots__ = ("_headers", "_send", "started")
+
+    def __init__(self, send: Send, headers: list[tuple[bytes, bytes]]):
+        self._send = send
+        self._headers = headers
+        self.started = False
+
+    async def write(self, body: bytes, *, more: bool = True) -> None:
+        if not self.started:
+            self.started = True
+            await self._send(
+                {"type": "http.response.start", "status": 200, "headers": self._headers}
+            )
+        await self._send({"type": "http.response.body", "body": body, "more_body": more})
+
+
 @dataclass(slots=True)
 class ChatRequest:
     route: Route
@@ -126,6 +146,8 @@ class ChatHandler:
                         "route": req.route.name,
                         "tool": replay.name,
                         "raw_id": replay.raw_id,
+                        "client_id": replay.client_id,
+                        "matched": replay.form,
                         "event": "replay_answered",
                     }
                 },
@@ -142,6 +164,7 @@ class ChatHandler:
                     "route": req.route.name,
                     "tool": exc.tool_name,
                     "raw_id": exc.raw_id,
+                    "client_id": exc.client_id,
                     "reason": exc.reason,
                     "event": "breaker_trip",
                 }
@@ -159,26 +182,20 @@ class ChatHandler:
         upstream_body: dict[str, Any],
     ) -> int:
         headers = _rewritten_body_headers(response, (b"content-type", b"cache-control"))
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": with_request_id([*SSE_HEADERS, *headers], req.request_id),
-            }
-        )
+        client = ClientStream(send, with_request_id([*SSE_HEADERS, *headers], req.request_id))
         self.metrics.active_streams.inc()
         try:
-            await self._pump_rounds(req, send, response, ids, upstream_body)
+            await self._pump_rounds(req, client, response, ids, upstream_body)
         finally:
             self.metrics.active_streams.dec()
         if not req.body_ended:
-            await send({"type": "http.response.body", "body": b""})
+            await client.write(b"", more=False)
         return 200
 
     async def _pump_rounds(
         self,
         req: ChatRequest,
-        send: Send,
+        client: ClientStream,
         response: httpx.Response,
         ids: ResponseIds,
         upstream_body: dict[str, Any],
@@ -189,7 +206,7 @@ class ChatHandler:
         followup_response: httpx.Response | None = None
         try:
             while True:
-                if not await self._pump(req, send, response, core):
+                if not await self._pump(req, client, response, core):
                     return
                 followup = core.followup
                 if followup is None:
@@ -200,9 +217,7 @@ class ChatHandler:
                     )
                 except ReplayLoopDetected as exc:
                     self._tripped(req, exc)
-                    await send(
-                        {"type": "http.response.body", "body": exc.sse_bytes(), "more_body": True}
-                    )
+                    await self._loop_error(client, exc)
                     return
                 self._answered(req, followup.replays)
                 ids = ResponseIds(facts, req.route.ids, ids.guard)
@@ -211,7 +226,7 @@ class ChatHandler:
                     # jsontext.dumps: a valid history nested past 254 levels must not raise
                     followup_response = response = await self._open(req, dumps(upstream_body))
                 except ProxyError as exc:
-                    await self._stream_error(req, send, exc)
+                    await self._stream_error(req, client, exc)
                     return
                 if (
                     not 200 <= response.status_code < 300
@@ -221,7 +236,7 @@ class ChatHandler:
                     # transport closes a connection whose body was left unread.
                     await self._stream_error(
                         req,
-                        send,
+                        client,
                         UpstreamStreamError(
                             f"the upstream answered the follow-up request with HTTP {response.status_code}"
                         ),
@@ -231,25 +246,34 @@ class ChatHandler:
             if followup_response is not None:
                 await followup_response.aclose()
 
+    @staticmethod
+    async def _loop_error(client: ClientStream, exc: ReplayLoopDetected) -> None:
+        """SPEC §5: before the first byte, the loop is a plain HTTP 422 (raised to the app,
+        which answers it, so agents that retry a stream's error event do not retry it);
+        after it, an error event ends the stream."""
+        if not client.started:
+            raise exc
+        await client.write(exc.sse_bytes())
+
     async def _pump(
-        self, req: ChatRequest, send: Send, response: httpx.Response, core: StreamSanitizer
+        self,
+        req: ChatRequest,
+        client: ClientStream,
+        response: httpx.Response,
+        core: StreamSanitizer,
     ) -> bool:
         """Forward one upstream round; False when the stream ended with an error."""
         chunks = iter_body(response, decoded=True)
         try:
             async for chunk in chunks:
                 out = core.feed(chunk)
+                if core.error is not None:
+                    break  # the loop is answered below, with whatever came before it
                 if out:
                     # When `[DONE]` goes out, the client's body ends in the same write rather
                     # than after the upstream's own end: nothing after `[DONE]` is forwarded.
                     done = core.phase is StreamPhase.DONE and core.followup is None
-                    await send(
-                        {
-                            "type": "http.response.body",
-                            "body": out[0] if len(out) == 1 else b"".join(out),
-                            "more_body": not done,
-                        }
-                    )
+                    await client.write(out[0] if len(out) == 1 else b"".join(out), more=not done)
                     if done:
                         req.body_ended = True
                         req.log.mark_response_end()
@@ -257,19 +281,15 @@ class ChatHandler:
                         break
                 if core.notes:
                     self._notes(req, core.notes)
-                if core.phase is StreamPhase.FAILED:
-                    break
             else:
                 out = core.end()
-                if out:
-                    await send(
-                        {"type": "http.response.body", "body": b"".join(out), "more_body": True}
-                    )
+                if out and core.error is None:
+                    await client.write(b"".join(out))
         except SSEFramingError as exc:
-            await self._stream_error(req, send, UpstreamStreamError(str(exc)))
+            await self._stream_error(req, client, UpstreamStreamError(str(exc)))
             return False
         except UpstreamStreamError as exc:
-            await self._stream_error(req, send, exc)
+            await self._stream_error(req, client, exc)
             return False
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # our bug
             LOGGER.exception(
@@ -277,7 +297,7 @@ class ChatHandler:
             )
             await self._stream_error(
                 req,
-                send,
+                client,
                 ProxyError(
                     f"the proxy could not process the upstream stream ({type(exc).__name__})",
                     code="proxy_internal_error",
@@ -293,12 +313,17 @@ class ChatHandler:
             )
         if core.error is not None:
             self._tripped(req, core.error)
+            # What the core released with the error (content before the loop) goes first.
+            if not core.nothing_released:
+                await client.write(b"".join(out))
+            else:
+                await self._loop_error(client, core.error)
             return False
         return True
 
-    async def _stream_error(self, req: ChatRequest, send: Send, exc: ProxyError) -> None:
+    async def _stream_error(self, req: ChatRequest, client: ClientStream, exc: ProxyError) -> None:
         self.metrics.stream_failed(req.log, exc)
-        await send({"type": "http.response.body", "body": exc.sse_bytes(), "more_body": True})
+        await client.write(exc.sse_bytes())
 
     # -- non-streaming --------------------------------------------------------------------------
 

@@ -96,14 +96,17 @@ class ReplayLoopDetected(ProxyError):
     error_type = "loop_detected"
     code = "tool_call_replay_loop"
 
-    def __init__(self, tool_name: str, raw_id: str, reason: str):
+    def __init__(self, tool_name: str, raw_id: str, reason: str, *, client_id: str | None = None):
+        # SPEC §5: name the id the client knows the call by; the raw id is the model's.
+        known = f' (id "{client_id}" in the conversation)' if client_id else ""
         super().__init__(
-            f'Tool-call replay loop detected: the model replayed tool call "{tool_name}" '
-            f'with id "{raw_id}" after it was already answered ({reason}). '
+            f'Tool-call replay loop detected: the model replayed tool call "{tool_name}"{known} '
+            f'after it was already answered, sending it as "{raw_id}" ({reason}). '
             "The response was stopped so the call is not executed again."
         )
         self.tool_name = tool_name
         self.raw_id = raw_id
+        self.client_id = client_id
         self.reason = reason
 
 

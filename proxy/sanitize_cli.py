@@ -72,7 +72,8 @@ def run_sanitize(args: argparse.Namespace) -> int:
     if core.followup is not None and args.explain:
         for replay in core.followup.replays:
             print(
-                f"replay: {replay.name} id {replay.raw_id!r} would be answered by the proxy "
+                f"replay: {replay.name} id {replay.raw_id!r} (matched the {replay.form} of "
+                f"{replay.client_id or 'an answered call'!r}) would be answered by the proxy "
                 "with a synthetic tool message and a follow-up request",
                 file=sys.stderr,
             )

@@ -121,4 +121,12 @@ def encode_event(data: bytes | None, other: tuple[bytes, ...] = ()) -> bytes:
     return b"".join(parts)
 
 
+def encode_comment(data: bytes, other: tuple[bytes, ...] = ()) -> bytes:
+    """An event's data lines as SSE comments (`: ` + each line), its other lines kept."""
+    parts = [line + b"\n" for line in other]
+    parts.extend(b": " + line + b"\n" for line in data.split(b"\n"))
+    parts.append(b"\n")
+    return b"".join(parts)
+
+
 DONE_EVENT = b"data: [DONE]\n\n"

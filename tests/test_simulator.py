@@ -326,6 +326,28 @@ async def test_replay_once_replays_history_id_and_args_exactly_once(sim: Sim) ->
     assert kimi.calls[0]["id"] == "functions.run_shell_command:0"
 
 
+async def test_restarted_replay_comes_back_under_the_response_counter(sim: Sim) -> None:
+    client, _ = sim
+    # Kimi: the history says `:1` for round 2's call; the replay restarts the counter at `:0`.
+    history = [
+        USER,
+        *answered("functions.run_shell_command:0", ROUND1),
+        *answered("functions.run_shell_command:1", ROUND2),
+    ]
+    replay = (await stream(client, "kimi-k2/replay-once-restarted", history)).calls
+    assert replay[0]["id"] == "functions.run_shell_command:0"
+    assert args_of(replay) == ROUND2
+    # After round 1 the model still moves on: the replay follows round 2.
+    for name in ("replay-once-restarted", "replay-loop-restarted"):
+        early = await stream(client, name, history[:3])
+        assert (early.calls[0]["id"], args_of(early.calls)) == ("run_shell_command_0", ROUND2)
+    loop = (await stream(client, "replay-loop-restarted", history)).calls
+    assert (loop[0]["id"], args_of(loop)) == ("run_shell_command_0", ROUND2)
+    # Forever: a history that already holds the replay gets it again.
+    again = await stream(client, "replay-loop-restarted", [*history, *answered("x_1", ROUND2)])
+    assert (again.calls[0]["id"], args_of(again.calls)) == ("run_shell_command_0", ROUND2)
+
+
 async def test_replay_loop_and_mixed(sim: Sim) -> None:
     client, _ = sim
     history = [USER, *answered("a_1", ROUND1), *answered("a_2", ROUND1)]

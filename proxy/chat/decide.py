@@ -5,7 +5,8 @@ under which id:
 1. a replay of an answered call (SPEC §5, checked first) is withheld;
 2. a second call with the same raw id and fingerprint in one choice is dropped;
 3. otherwise the call is delivered: its raw id is kept when the route's policy allows and it
-   collides with nothing, else a turn-scoped `call_{turn}_{idx}_{hex8}` is minted.
+   collides with nothing, else a turn-scoped `call_{turn}_{idx}_{hex8}` is minted (four
+   random hex digits per choice, then four of the raw id's digest).
 `idx` is the call's position among the calls the client receives in its choice.
 """
 
@@ -27,6 +28,7 @@ from proxy.chat.ids import (
     mint_client_id,
     rejection_reason,
 )
+from proxy.chat.notes import CallDropped
 
 
 class CallLike(Protocol):
@@ -49,15 +51,24 @@ class Decision:
     verdict: Verdict
     client_id: str = ""
     index: int = -1
-    # Why the client id differs from the raw id (None: kept verbatim).
+    # Why the client id differs from the raw id (None: kept verbatim); for a replay, which
+    # form of its raw id matched (SPEC §5).
     reason: str | None = None
+
+    def dropped(self, choice: int, name: str, raw_id: str | None) -> CallDropped:
+        """The note for a call this decision withholds (a replay or a duplicate)."""
+        if self.verdict is Verdict.REPLAY:
+            return CallDropped(
+                choice=choice, name=name, raw_id=raw_id, reason="replay", matched=self.reason or ""
+            )
+        return CallDropped(choice=choice, name=name, raw_id=raw_id, reason="duplicate_in_response")
 
 
 @dataclass(slots=True)
 class ChoiceIds:
-    """Per choice: the random suffix shared by its minted ids and what it delivered."""
+    """Per choice: the random half of its minted ids' suffix and what it delivered."""
 
-    hex8: str
+    hex4: str
     delivered: int = 0
     # raw id -> the calls delivered under it; their arguments are read when a later call
     # with the same raw id is complete (they may still be streaming when delivered)
@@ -88,7 +99,7 @@ class ResponseIds:
         facts: HistoryFacts,
         policy: str,
         guard: GuardState,
-        hex_source: Callable[[], str] = lambda: secrets.token_hex(4),
+        hex_source: Callable[[], str] = lambda: secrets.token_hex(2),
     ):
         self.facts = facts
         self.policy = policy
@@ -108,18 +119,19 @@ class ResponseIds:
         """SPEC §4: only a possible replay or in-response duplicate waits for its arguments."""
         if raw_id is None:
             return False
-        return raw_id in ids.raw_calls or (self.guard.enabled and raw_id in self.facts.answered)
+        return raw_id in ids.raw_calls or (self.guard.enabled and self.facts.may_be_replay(raw_id))
 
     def decide(self, ids: ChoiceIds, raw_id: str | None, call: CallLike) -> Decision:
         """Decide one call. When needs_hold() said so, its arguments must be complete."""
         if raw_id is not None and self.needs_hold(ids, raw_id):
             arguments = call.arguments_text()
             key = (call.name, canonical_arguments(arguments))
-            if self.guard.enabled and self.facts.answered.get(raw_id) == key:
-                replay = Replay(raw_id, call.name, arguments)
+            match = self.facts.replay_of(raw_id, key) if self.guard.enabled else None
+            if match is not None:
+                replay = Replay(raw_id, call.name, arguments, match.client_id, match.form)
                 ids.replays.append(replay)
-                self.guard.note_replay(replay, self._replays_seen)
-                return Decision(Verdict.REPLAY)
+                self.guard.note_replay(replay, key, self._replays_seen)
+                return Decision(Verdict.REPLAY, reason=match.form)
             for earlier in ids.raw_calls.get(raw_id, ()):
                 if (earlier.name, canonical_arguments(earlier.arguments_text())) == key:
                     return Decision(Verdict.DUPLICATE, reason=REASON_DUPLICATE)
@@ -149,6 +161,7 @@ class ResponseIds:
             reason = rejection_reason(raw_id) if policy == "auto" else None
             if reason is None and not colliding:
                 return raw_id, None
-            return mint_client_id(self.facts.turn, index, ids.hex8), reason or REASON_COLLISION
+            minted = mint_client_id(self.facts.turn, index, ids.hex4, raw_id)
+            return minted, reason or REASON_COLLISION
         reason = rejection_reason(raw_id) if raw_id is None else REASON_POLICY
-        return mint_client_id(self.facts.turn, index, ids.hex8), reason
+        return mint_client_id(self.facts.turn, index, ids.hex4, raw_id), reason

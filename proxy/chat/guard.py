@@ -1,7 +1,10 @@
 """Replay guard (SPEC §5): what counts as a replay, when the breaker trips, follow-up requests.
 
-A *replay* is a call whose raw id equals the upstream id of an answered call in the history
-(as sent in this request) and whose fingerprint equals that call's. Only replays are answered
+A *replay* is a call whose fingerprint equals that of an answered call in the history and whose
+raw id is either that call's upstream id as sent in this request, or the id the upstream first
+issued for it (the kept client id, or one whose digest a minted client id carries: counters
+that restart every response bring the replay back as `functions.bash:0`, not the `:3` the
+history said; HistoryFacts.replay_of decides). Only replays are answered
 by the proxy; a reused id with new arguments is a fresh call, and the same arguments under a
 new id are a legitimate re-run.
 
@@ -14,8 +17,8 @@ import secrets
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from proxy.chat.history import HistoryFacts
-from proxy.chat.ids import kimi_id, mint_client_id
+from proxy.chat.history import FORM_UPSTREAM, Fingerprint, HistoryFacts
+from proxy.chat.ids import fingerprint, kimi_id, mint_client_id
 from proxy.errors import ReplayLoopDetected
 
 REPLAY_MESSAGE = (
@@ -31,6 +34,10 @@ class Replay:
     raw_id: str
     name: str
     arguments: str
+    # The id the client knows the replayed call by (None: the history gave it none), and which
+    # of SPEC §5's two forms of the raw id matched: what is known about it, not what it is.
+    client_id: str | None = field(default=None, compare=False)
+    form: str = field(default=FORM_UPSTREAM, compare=False)
 
 
 @dataclass(slots=True)
@@ -42,13 +49,16 @@ class GuardState:
     followups_done: int = 0
     # Raw ids the proxy answered synthetically, and the fresh upstream ids it gave them.
     synthetic_ids: set[str] = field(default_factory=set)
+    # The answered calls (by fingerprint) those synthetic answers were for: a later replay of
+    # one of them is a loop whichever id it comes back under.
+    synthetic_calls: set[Fingerprint] = field(default_factory=set)
     first_replay: Replay | None = None
 
-    def note_replay(self, replay: Replay, seen_in_response: set[str]) -> None:
+    def note_replay(self, replay: Replay, key: Fingerprint, seen_in_response: set[str]) -> None:
         """Record a replay, raising ReplayLoopDetected when it is one too many (SPEC §5)."""
         if self.first_replay is None:
             self.first_replay = replay
-        if replay.raw_id in self.synthetic_ids:
+        if replay.raw_id in self.synthetic_ids or key in self.synthetic_calls:
             self.trip("the proxy already answered this replay once")
         if replay.raw_id in seen_in_response:
             self.trip("the same replay appeared twice in one response")
@@ -60,9 +70,9 @@ class GuardState:
 
     def trip(self, reason: str) -> None:
         first = self.first_replay
-        raise ReplayLoopDetected(
-            first.name if first else "?", first.raw_id if first else "?", reason
-        )
+        if first is None:
+            raise ReplayLoopDetected("?", "?", reason)
+        raise ReplayLoopDetected(first.name, first.raw_id, reason, client_id=first.client_id)
 
 
 def _fresh_upstream_id(facts: HistoryFacts, replay: Replay, position: int, used: set[str]) -> str:
@@ -74,7 +84,7 @@ def _fresh_upstream_id(facts: HistoryFacts, replay: Replay, position: int, used:
             alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
             candidate = "".join(secrets.choice(alphabet) for _ in range(9))
         else:
-            candidate = mint_client_id(facts.turn, position, secrets.token_hex(4))
+            candidate = mint_client_id(facts.turn, position, secrets.token_hex(2), replay.raw_id)
         if candidate not in used and candidate not in facts.answered:
             return candidate
 
@@ -94,11 +104,16 @@ def build_followup(
     tool_calls = []
     tool_messages = []
     answered = dict(facts.answered)
+    answered_client_ids = dict(facts.answered_client_ids)
     for position, replay in enumerate(replays):
         fresh = _fresh_upstream_id(facts, replay, position, used)
         used.add(fresh)
         guard.synthetic_ids.update((replay.raw_id, fresh))
-        answered[fresh] = facts.answered.get(replay.raw_id) or (replay.name, replay.arguments)
+        key = fingerprint(replay.name, replay.arguments)
+        guard.synthetic_calls.add(key)
+        answered[fresh] = key
+        if replay.client_id is not None:
+            answered_client_ids[fresh] = replay.client_id
         tool_calls.append(
             {
                 "id": fresh,
@@ -116,6 +131,9 @@ def build_followup(
     assistant = {"role": "assistant", "content": content, "tool_calls": tool_calls}
     body = {**upstream_body, "messages": [*upstream_body["messages"], assistant, *tool_messages]}
     new_facts = replace(
-        facts, answered=answered, tool_call_count=facts.tool_call_count + len(replays)
+        facts,
+        answered=answered,
+        answered_client_ids=answered_client_ids,
+        tool_call_count=facts.tool_call_count + len(replays),
     )
     return body, new_facts

@@ -18,10 +18,29 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.chat.ids import alnum9_id, derived_unique_id, fingerprint, kimi_id
+from proxy.chat.ids import (
+    alnum9_id,
+    derived_unique_id,
+    fingerprint,
+    kimi_id,
+    minted_digest,
+    raw_id_digest,
+)
 from proxy.jsontext import dumps
 
 Fingerprint = tuple[str, str]
+
+# SPEC §5: which of the two ids a replay came back under.
+FORM_UPSTREAM = "upstream id"  # the id this request sent upstream for the answered call
+FORM_ISSUED = "issued id"  # the id the upstream first issued (kept, or a minted id's digest)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayMatch:
+    """The answered call a replay repeats: how it was recognized and the id the client knows."""
+
+    form: str
+    client_id: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +55,32 @@ class HistoryFacts:
     dialect: str = "passthrough"
     choices: int = 1
     offered_tools: frozenset[str] = frozenset()
+    # upstream id of an answered call -> the client id the history holds for it
+    answered_client_ids: Mapping[str, str] = field(default_factory=dict)
+    # SPEC §5's second form, for answered calls: a client id that is not minted (kept as the
+    # upstream issued it) -> {fingerprint: client id}; a minted one's raw-id digest -> same.
+    issued_ids: Mapping[str, Mapping[Fingerprint, str]] = field(default_factory=dict)
+    issued_digests: Mapping[str, Mapping[Fingerprint, str]] = field(default_factory=dict)
+
+    def may_be_replay(self, raw_id: str) -> bool:
+        """Could a call under this raw id repeat an answered call (its arguments will tell)?"""
+        return (
+            raw_id in self.answered
+            or raw_id in self.issued_ids
+            or (bool(self.issued_digests) and raw_id_digest(raw_id) in self.issued_digests)
+        )
+
+    def replay_of(self, raw_id: str, key: Fingerprint) -> ReplayMatch | None:
+        """SPEC §5: the answered call this one replays, by either form of its raw id."""
+        if self.answered.get(raw_id) == key:
+            return ReplayMatch(FORM_UPSTREAM, self.answered_client_ids.get(raw_id))
+        for issued in (
+            self.issued_ids.get(raw_id),
+            self.issued_digests.get(raw_id_digest(raw_id)) if self.issued_digests else None,
+        ):
+            if issued is not None and key in issued:
+                return ReplayMatch(FORM_ISSUED, issued[key])
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,9 +240,21 @@ def translate_request(body: dict[str, Any], dialect_setting: str) -> TranslatedR
             changed = True
 
     answered: dict[str, Fingerprint] = {}
+    answered_client_ids: dict[str, str] = {}
+    issued_ids: dict[str, dict[Fingerprint, str]] = {}
+    issued_digests: dict[str, dict[Fingerprint, str]] = {}
     for record in calls:
-        if record.answered and record.upstream_id not in answered:
-            answered[record.upstream_id] = fingerprint(record.name, record.arguments)
+        if not record.answered:
+            continue
+        key = fingerprint(record.name, record.arguments)
+        if record.upstream_id not in answered:
+            answered[record.upstream_id] = key
+            if record.client_id is not None:
+                answered_client_ids[record.upstream_id] = record.client_id
+        if record.client_id is not None:
+            digest = minted_digest(record.client_id)
+            issued = issued_ids if digest is None else issued_digests
+            issued.setdefault(digest or record.client_id, {}).setdefault(key, record.client_id)
     facts = HistoryFacts(
         turn=1 + assistants,
         client_ids=frozenset(c.client_id for c in calls if c.client_id is not None),
@@ -206,6 +263,9 @@ def translate_request(body: dict[str, Any], dialect_setting: str) -> TranslatedR
         dialect=dialect,
         choices=choices,
         offered_tools=_offered_tools(body),
+        answered_client_ids=answered_client_ids,
+        issued_ids=issued_ids,
+        issued_digests=issued_digests,
     )
     out_body = {**body, "messages": out_messages} if changed else body
     translations = [IdTranslation(c.client_id, c.upstream_id, c.name) for c in calls]

@@ -2,7 +2,9 @@
 
 SPEC §2: a raw id is *native* (kept verbatim) when it is 1-40 characters of `[A-Za-z0-9_-]`
 and not *counter-shaped* (an id that only numbers calls within one response and will come
-back next turn). Everything else is rewritten to `call_{turn}_{idx}_{hex8}`.
+back next turn). Everything else is rewritten to `call_{turn}_{idx}_{hex8}`, whose last four hex
+digits are a digest of the raw id it replaced: a later request can then recognize a replay
+under the id the upstream first issued (SPEC §5) without any state in the proxy.
 SPEC §3: dialects turn client ids into what an upstream expects in its history.
 """
 
@@ -74,9 +76,32 @@ def rejection_reason(raw_id: str | None) -> str | None:
     return None
 
 
-def mint_client_id(turn: int, idx: int, hex8: str) -> str:
-    """SPEC §2.2: `call_{turn}_{idx}_{hex8}`, unique across the history, at most 40 chars."""
-    return f"call_{turn}_{idx}_{hex8}"
+def raw_id_digest(raw_id: str | None) -> str:
+    """SPEC §2.2: four lowercase hex digits of a digest of the raw id (absent: the empty string).
+
+    Stable across processes and versions (a replica must read what another minted), so a
+    keyed or salted hash would not do; blake2b with a 2-byte digest is cheap and well spread.
+    """
+    data = (raw_id or "").encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=2).hexdigest()
+
+
+def mint_client_id(turn: int, idx: int, hex4: str, raw_id: str | None) -> str:
+    """SPEC §2.2: `call_{turn}_{idx}_{hex8}`, unique across the history, at most 40 chars.
+
+    `hex4` is the random half, one per response and choice; the digest of the raw id follows.
+    """
+    return f"call_{turn}_{idx}_{hex4}{raw_id_digest(raw_id)}"
+
+
+# What mint_client_id writes: the digest is the last four of the eight hex digits.
+_MINTED_RE = re.compile(r"call_\d+_\d+_[0-9a-f]{4}([0-9a-f]{4})")
+
+
+def minted_digest(client_id: str) -> str | None:
+    """The raw-id digest a minted client id carries, or None for any other id."""
+    match = _MINTED_RE.fullmatch(client_id)
+    return match.group(1) if match else None
 
 
 def kimi_id(name: str, counter: int) -> str:

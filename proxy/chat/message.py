@@ -14,7 +14,7 @@ from typing import Any
 from proxy.chat.decide import ResponseIds, Verdict, truthful_finish_reason
 from proxy.chat.guard import Replay
 from proxy.chat.ids import normalize_raw_id
-from proxy.chat.notes import CallDropped, DeltaRepaired, IdRewritten, Note
+from proxy.chat.notes import DeltaRepaired, IdRewritten, Note
 from proxy.chat.stream import Carry, add_usage
 from proxy.chat.textcalls import RecoveredCall, TextCallScanner
 from proxy.jsontext import dumps
@@ -130,8 +130,7 @@ def _sanitize_calls(
         raw_id = normalize_raw_id(call.get("id"))
         decision = ids.decide(state, raw_id, _Call(name, arguments))
         if decision.verdict is not Verdict.DELIVER:
-            reason = "replay" if decision.verdict is Verdict.REPLAY else "duplicate_in_response"
-            notes.append(CallDropped(choice=choice, name=name, raw_id=raw_id, reason=reason))
+            notes.append(decision.dropped(choice, name, raw_id))
             continue
         if decision.reason is not None:
             notes.append(

@@ -23,6 +23,8 @@ class CallDropped:
     name: str
     raw_id: str | None
     reason: str  # "duplicate_in_response" or "replay"
+    # For a replay, which form of SPEC §5 its raw id matched ("upstream id" or "issued id").
+    matched: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,9 +46,8 @@ def explain(note: Note) -> str:
                 f"{note.client_id!r} ({note.reason})"
             )
         case CallDropped():
-            return (
-                f"choice {note.choice}: dropped call {note.name} id {note.raw_id!r} ({note.reason})"
-            )
+            why = f"{note.reason}, matched the {note.matched}" if note.matched else note.reason
+            return f"choice {note.choice}: dropped call {note.name} id {note.raw_id!r} ({why})"
         case DeltaRepaired(kind="text_tool_call"):
             return f"recovered a tool call written as {note.detail} markup in the text"
         case DeltaRepaired():

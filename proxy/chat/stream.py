@@ -24,7 +24,7 @@ import orjson
 
 from proxy.chat.decide import ChoiceIds, ResponseIds, Verdict, truthful_finish_reason
 from proxy.chat.guard import Replay
-from proxy.chat.notes import CallDropped, DeltaRepaired, IdRewritten, Note
+from proxy.chat.notes import DeltaRepaired, IdRewritten, Note
 from proxy.chat.sse_scan import (
     LIVE_FINISH,
     MARKUP,
@@ -37,7 +37,7 @@ from proxy.chat.sse_scan import (
 from proxy.chat.textcalls import RecoveredCall, TextCallScanner
 from proxy.errors import ReplayLoopDetected
 from proxy.jsontext import dumps
-from proxy.sse import DONE_EVENT, SSEDecoder, SSEEvent, encode_event
+from proxy.sse import DONE_EVENT, SSEDecoder, SSEEvent, encode_comment, encode_event
 
 
 class StreamPhase(Enum):
@@ -107,6 +107,10 @@ class Carry:
     created: Any = None
     model: Any = None
     usage: dict[str, Any] | None = None
+    # SPEC §5: until a byte reaches the client a loop can still be a plain HTTP 422, so events
+    # that show the user nothing (a first chunk with only `role`) wait here for the next one.
+    head_pending: list[bytes] = field(default_factory=list)
+    released: bool = False  # some bytes of this response were handed to the shell
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +162,7 @@ class StreamSanitizer:
         self.non_json_events = 0
         self.phase = StreamPhase.STREAMING
         self._decoder = SSEDecoder()
+        self._quiet: list[bytes] = []  # this call's output that shows nothing (see _release)
         self._choices: dict[int, ChoiceState] = {}
         self._continuation = carry is not None
         self._carry = carry or Carry()
@@ -176,7 +181,39 @@ class StreamSanitizer:
 
     # -- input -------------------------------------------------------------------------------
 
+    @property
+    def nothing_released(self) -> bool:
+        """No byte of this response (any round) has been handed out: a trip now is a 422."""
+        return not self._carry.released
+
     def feed(self, data: bytes) -> list[bytes]:
+        return self._release(self._feed(data))
+
+    def end(self) -> list[bytes]:
+        """The upstream body ended cleanly: complete whatever it left unfinished."""
+        return self._release(self._end())
+
+    def _release(self, out: list[bytes]) -> list[bytes]:
+        """Until bytes that show something go out, events that show nothing wait (SPEC §5);
+        then they leave in front of them."""
+        carry = self._carry
+        if carry.released or not out:
+            return out
+        quiet = self._quiet
+        start = 0
+        while start < len(out) and any(out[start] is q for q in quiet):
+            start += 1
+        quiet.clear()
+        carry.head_pending.extend(out[:start])
+        out = out[start:]
+        if not out or (self.error is not None and len(out) == 1):
+            return out  # nothing to show yet, or only the error: a trip now becomes a 422
+        carry.released = True
+        out[:0] = carry.head_pending
+        carry.head_pending.clear()
+        return out
+
+    def _feed(self, data: bytes) -> list[bytes]:
         if self.phase is not StreamPhase.STREAMING:
             if self.phase is not StreamPhase.FOLLOWUP:
                 return []
@@ -187,7 +224,7 @@ class StreamSanitizer:
                 first, sep, rest = data.partition(b"\n\n")
                 out = self._handle(self._decoder.feed(first + sep))
                 if rest and self._envelope is not None:
-                    out += self.feed(rest)  # at most once: the envelope is known now
+                    out += self._feed(rest)  # at most once: the envelope is known now
                 elif rest:
                     out += self._handle(self._decoder.feed(rest))
                 return out
@@ -222,8 +259,7 @@ class StreamSanitizer:
         self._saw_raw_choice = True
         return [data]
 
-    def end(self) -> list[bytes]:
-        """The upstream body ended cleanly: complete whatever it left unfinished."""
+    def _end(self) -> list[bytes]:
         if self.phase in (StreamPhase.DONE, StreamPhase.FAILED):
             return []
         out = self._handle(self._decoder.end())
@@ -265,9 +301,11 @@ class StreamSanitizer:
         try:
             chunk = orjson.loads(data)
         except orjson.JSONDecodeError:
+            # SPEC §4: OpenAI never sends such a line and the openai SDKs raise on it; as a
+            # comment, in place, it stays readable in the raw stream.
             self.non_json_events += 1
             self.notes.append(DeltaRepaired(kind="non_json_data"))
-            out.append(encode_event(data, event.other))
+            out.append(encode_comment(data, event.other))
             return
         if not isinstance(chunk, dict):
             out.append(encode_event(data, event.other))
@@ -283,6 +321,8 @@ class StreamSanitizer:
         if self._armed and not chunk.get("choices") and isinstance(chunk.get("usage"), dict):
             self._held_usage.append((encoded, chunk["usage"]))
         else:
+            if not self._carry.released and _shows_nothing(chunk):
+                self._quiet.append(encoded)  # _release decides whether it must wait
             out.append(encoded)
 
     def _must_parse(self, data: bytes) -> bool:
@@ -602,10 +642,7 @@ class StreamSanitizer:
         choice_index = self._index_of(state)
         if decision.verdict is not Verdict.DELIVER:
             slot.state = SlotState.DROPPED
-            reason = "replay" if decision.verdict is Verdict.REPLAY else "duplicate_in_response"
-            self.notes.append(
-                CallDropped(choice=choice_index, name=slot.name, raw_id=slot.raw_id, reason=reason)
-            )
+            self.notes.append(decision.dropped(choice_index, slot.name, slot.raw_id))
             return
         slot.state = SlotState.LIVE
         slot.client_index = decision.index
@@ -741,6 +778,29 @@ class StreamSanitizer:
 
 
 _DROP = object()
+
+
+def _shows_nothing(chunk: dict[str, Any]) -> bool:
+    """SPEC §5: a chunk with no content, reasoning, call, finish or usage (a first chunk with
+    only `role`, a placeholder with `choices: []`) may wait for the next event."""
+    if chunk.get("usage"):
+        return False
+    choices = chunk.get("choices")
+    if choices is None:
+        return True
+    if not isinstance(choices, list):
+        return False
+    for choice in choices:
+        if not isinstance(choice, dict) or choice.get("finish_reason") or choice.get("logprobs"):
+            return False
+        delta = choice.get("delta")
+        if delta is None:
+            continue
+        if not isinstance(delta, dict):
+            return False
+        if any(key != "role" and value not in (None, "") for key, value in delta.items()):
+            return False
+    return True
 
 
 def _earlier_open(state: ChoiceState, slot: CallSlot) -> bool:

@@ -60,6 +60,13 @@ class Replay(Enum):
     MIXED = "mixed"  # round 2 re-emits round 1's call next to one fresh call
 
 
+class ReplayId(Enum):  # the id a replayed call comes back under
+    HISTORY = "history"  # as the incoming history spells it (the upstream id the proxy sent)
+    # minted afresh by a counter that restarts every response (Moonshot's hosted API):
+    # `functions.{name}:0` although the history said `functions.{name}:3`
+    RESTARTED = "restarted"
+
+
 class Fault(Enum):
     RATE_LIMIT = "429"
     SERVER_ERROR = "500"
@@ -91,6 +98,10 @@ class Profile:
     preamble: tuple[str, ...] = ("Let me ", "run ", "that.")
     obfuscation: bool = False
     replay: Replay = Replay.NONE
+    replay_id: ReplayId = ReplayId.HISTORY
+    # The replay follows this many tool rounds and re-emits the latest call: after round 1 a
+    # restarted counter would give the replay the id the history already has (`:0`).
+    replay_after: int = 1
     kimi_history_check: bool = False  # leak raw markup when history ids are not Kimi's own
     leak: str | None = None  # a server with its tool parser off: calls arrive as this markup
     fault: Fault | None = None
@@ -156,6 +167,17 @@ _ALL = (
     Profile(name="replay-once", id_style=IdStyle.NAME_INDEX, replay=Replay.ONCE),
     Profile(name="replay-loop", id_style=IdStyle.NAME_INDEX, replay=Replay.LOOP),
     Profile(name="replay-mixed", id_style=IdStyle.NAME_INDEX, replay=Replay.MIXED),
+    # The same replays under an id from a counter that restarts every response.
+    *(
+        Profile(
+            name=f"replay-{mode.value}-restarted",
+            id_style=IdStyle.NAME_INDEX,
+            replay=mode,
+            replay_id=ReplayId.RESTARTED,
+            replay_after=2,
+        )
+        for mode in (Replay.ONCE, Replay.LOOP)
+    ),
     Profile(name="dup-in-response", id_style=IdStyle.NAME_INDEX, duplicate_call=True),
     # Tool parser off: the calls arrive inside `content` as each model family's markup.
     *(Profile(name=f"leak-{fmt}", leak=fmt) for fmt in LEAK_FORMATS),
@@ -191,7 +213,9 @@ def profile_for_model(model: str) -> Profile:
     # A proxy serving a Kimi model translates history ids to functions.{name}:{k}; replaying
     # the upstream's own shape keeps the replay recognisable behind such a proxy.
     if profile.replay is not Replay.NONE and "kimi" in model.lower():
-        profile = replace(profile, id_style=IdStyle.KIMI_HISTORY)
+        restarted = profile.replay_id is ReplayId.RESTARTED
+        style = IdStyle.KIMI_RESPONSE if restarted else IdStyle.KIMI_HISTORY
+        profile = replace(profile, id_style=style)
     options: dict[str, Any] = {}  # Any: `replace` checks each field's type, not a union
     for raw in raw_options:
         name, sep, value = (part.strip() for part in raw.partition("="))
@@ -306,13 +330,16 @@ def _mint_id(style: IdStyle, name: str, position: int, history_calls: int) -> st
     return str(style.value).format(name=name, i=position, k=history_calls + position)
 
 
-def _replayed(call: JSON) -> PlannedCall:
+def _replayed(profile: Profile, call: JSON, position: int, history_calls: int) -> PlannedCall:
+    name, arguments = _name_and_arguments(call)
+    if profile.replay_id is ReplayId.RESTARTED:
+        return PlannedCall(
+            name, arguments, _mint_id(profile.id_style, name, position, history_calls)
+        )
     # The id exactly as the incoming history spells it: behind a proxy that is the upstream id
     # the proxy translated to, which is what a real replaying upstream sends back.
     raw_id = call.get("id")
-    return PlannedCall(
-        *_name_and_arguments(call), raw_id if isinstance(raw_id, str | int) else None
-    )
+    return PlannedCall(name, arguments, raw_id if isinstance(raw_id, str | int) else None)
 
 
 def _split_text(text: str, parts: int) -> tuple[str, ...]:
@@ -344,10 +371,10 @@ def plan_reply(profile: Profile, body: JSON) -> Reply:
         return PlannedCall(name, args, _mint_id(profile.id_style, name, i, done))
 
     calls: tuple[PlannedCall, ...]
-    if profile.replay is Replay.LOOP and history.call_rounds >= 1:
-        calls = (_replayed(history.calls[-1]),)
-    elif profile.replay is not Replay.NONE and history.call_rounds == 1:
-        first = _replayed(history.calls[0])
+    if profile.replay is Replay.LOOP and history.call_rounds >= profile.replay_after:
+        calls = (_replayed(profile, history.calls[-1], 0, done),)
+    elif profile.replay is not Replay.NONE and history.call_rounds == profile.replay_after:
+        first = _replayed(profile, history.calls[-1], 0, done)
         calls = (first, fresh(1)) if profile.replay is Replay.MIXED else (first,)
     elif history.fresh_rounds >= profile.rounds:
         return Reply(_split_text(f"All {profile.rounds} rounds done.", 3), (), "stop", kimi_ok)
@@ -370,7 +397,10 @@ def plan_reply(profile: Profile, body: JSON) -> Reply:
             profile.preamble + _split_text(leak_markup(profile.leak, calls), 9), (), "stop"
         )
     finish = profile.tool_finish if profile.terminate else None
-    return Reply(profile.preamble, calls, finish, kimi_ok)
+    # A model stuck in a loop sends the bare call: nothing reaches the client before the
+    # proxy can tell it is a loop (SPEC §5: then an HTTP 422, which agents do not retry).
+    looping = profile.replay is Replay.LOOP and history.call_rounds >= profile.replay_after
+    return Reply(() if looping else profile.preamble, calls, finish, kimi_ok)
 
 
 def leak_markup(fmt: str, calls: tuple[PlannedCall, ...]) -> str:

@@ -132,12 +132,13 @@ def assert_usage_reported(loop: Loop, steps: int = 4) -> None:
     assert len(loop.usage) == steps and all(total > 0 for total in loop.usage), loop
 
 
-def assert_replay_loop_reported(loop: Loop, *, streaming: bool) -> None:
-    """The first round runs once; then the client reports the proxy's loop error: an HTTP 422
-    when not streaming, an error event in the stream (no HTTP status) when streaming."""
+def assert_replay_loop_reported(loop: Loop) -> None:
+    """The first round runs once; then the client reports the proxy's loop error. The looping
+    model sends nothing before its replay, so even a stream gets a plain HTTP 422 (SPEC §5:
+    the head leaves with the first byte), which clients raise and do not retry."""
     context = str(loop)
     assert loop.error is not None and LOOP_ERROR in loop.error, context
-    assert loop.status == (None if streaming else 422), context
+    assert loop.status == 422, context
     assert "run_shell_command" in loop.error, context
     first_call = ("run_shell_command", json.dumps({"command": "echo round-1-0"}))
     assert [call.key for call in loop.executed] == [first_call], context

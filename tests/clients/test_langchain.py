@@ -138,7 +138,7 @@ async def test_tool_loop_through_proxy(proxy: ServerThread, profile: str, mode: 
 @pytest.mark.parametrize("mode", MODES)
 async def test_replay_loop_is_reported(proxy: ServerThread, mode: str) -> None:
     loop = await run(url(proxy), REPLAY_LOOP, mode)
-    assert_replay_loop_reported(loop, streaming=mode.endswith("stream"))
+    assert_replay_loop_reported(loop)
 
 
 # --- controls: the same loops straight to the simulator fail -------------------------------

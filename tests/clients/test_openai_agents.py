@@ -102,9 +102,10 @@ async def test_agent_through_proxy(proxy: ServerThread, profile: str, mode: str)
 @pytest.mark.parametrize("mode", MODES)
 async def test_replay_loop_is_reported(proxy: ServerThread, mode: str) -> None:
     loop = await agent_loop(url(proxy), REPLAY_LOOP, mode)
-    assert_replay_loop_reported(loop, streaming=mode != "run")
-    expected = "UnprocessableEntityError" if mode == "run" else "APIError"
-    assert loop.error is not None and loop.error.startswith(expected + ":"), loop.error
+    assert_replay_loop_reported(loop)
+    # Streamed runs too: the loop trips before the stream's first byte (SPEC §5).
+    assert loop.error is not None, loop
+    assert loop.error.startswith("UnprocessableEntityError:"), loop.error
 
 
 # --- controls: the same agent straight to the simulator fails -------------------------------

@@ -149,15 +149,15 @@ async def test_async_loop_through_proxy(proxy: ServerThread, profile: str, mode:
 @pytest.mark.parametrize("mode", MODES)
 def test_sync_replay_loop_is_reported(proxy: ServerThread, mode: str) -> None:
     loop = sync_loop(url(proxy), REPLAY_LOOP, mode)
-    assert_replay_loop_reported(loop, streaming=mode != "create")
-    expected = "UnprocessableEntityError" if mode == "create" else "APIError"
-    assert loop.error is not None and loop.error.startswith(expected + ":"), loop.error
+    assert_replay_loop_reported(loop)
+    assert loop.error is not None, loop
+    assert loop.error.startswith("UnprocessableEntityError:"), loop.error
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_async_replay_loop_is_reported(proxy: ServerThread, mode: str) -> None:
     loop = await async_loop(url(proxy), REPLAY_LOOP, mode)
-    assert_replay_loop_reported(loop, streaming=mode != "create")
+    assert_replay_loop_reported(loop)
 
 
 # --- controls: the same loops straight to the simulator fail -------------------------------

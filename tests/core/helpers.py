@@ -21,9 +21,10 @@ import orjson
 from proxy.chat.decide import ResponseIds
 from proxy.chat.guard import GuardState
 from proxy.chat.history import TranslatedRequest, translate_request
+from proxy.chat.ids import mint_client_id
 from proxy.chat.stream import Carry, StreamSanitizer
 
-HEX = "deadbeef"
+HEX = "dead"  # the random half of a minted id's hex8 (SPEC §2.2)
 CLIENT_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,40}")
 USER = {"role": "user", "content": "hi"}
 
@@ -190,7 +191,7 @@ def hexes(*values: str) -> Callable[[], str]:
     extra = iter(range(1, 2**32))
 
     def source() -> str:
-        return pending.pop(0) if pending else f"{next(extra):08x}"
+        return pending.pop(0) if pending else f"{next(extra):04x}"
 
     return source
 
@@ -453,5 +454,26 @@ def assert_well_formed(events: list[Event], *, ends_with_error: bool = False) ->
                 assert reasons[0] != "tool_calls"
 
 
-def minted(turn: int, idx: int, hex8: str = HEX) -> str:
-    return f"call_{turn}_{idx}_{hex8}"
+class MintedId(str):
+    """A minted client id whose raw-id digest a test does not pin (tests/core/test_ids.py and
+    test_replay_issued.py check the digest itself): equal to `call_{turn}_{idx}_{hex4}` + any
+    four lowercase hex digits."""
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, str) or len(other) != len(self) + 4:
+            return False
+        tail = other[len(self) :]
+        return other.startswith(self) and all(c in "0123456789abcdef" for c in tail)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = str.__hash__
+
+
+def minted(turn: int, idx: int, raw: str | object | None = ..., hex4: str = HEX) -> str:
+    """The client id SPEC §2.2 mints; with the raw id given, exactly (digest included)."""
+    if raw is ...:
+        return MintedId(f"call_{turn}_{idx}_{hex4}")
+    assert raw is None or isinstance(raw, str)
+    return mint_client_id(turn, idx, hex4, raw)

@@ -263,7 +263,7 @@ def test_breaker_applies_with_n_greater_than_one() -> None:
         calls(header(1, NATIVE, "read_file", ARGS)),
     )
     body = answered_history(n=2)
-    result = run(Setup(body=body, hex_values=("aaaaaaaa", "bbbbbbbb")).core, data)
+    result = run(Setup(body=body, hex_values=("aaaa", "bbbb")).core, data)
     assert_loop_error(error_of(result.events), "read_file", NATIVE)
 
 
@@ -426,7 +426,7 @@ def continuation(items: list[dict[str, Any] | bytes], **sse_kw: Any) -> tuple[An
 
     def factory() -> StreamSanitizer:  # each replay gets its own copy of the round's state
         return StreamSanitizer(
-            ResponseIds(facts, "auto", copy.deepcopy(ids.guard), hex_source=lambda: "feedf00d"),
+            ResponseIds(facts, "auto", copy.deepcopy(ids.guard), hex_source=lambda: "feed"),
             carry=copy.deepcopy(core.followup.carry),
         )
 
@@ -464,7 +464,7 @@ def test_both_rounds_together_are_one_well_formed_stream() -> None:
         tr.body, tr.facts, first.ids.guard, first.followup.content, first.followup.replays
     )
     second = StreamSanitizer(
-        ResponseIds(facts, "auto", first.ids.guard, hex_source=lambda: "feedf00d"),
+        ResponseIds(facts, "auto", first.ids.guard, hex_source=lambda: "feed"),
         carry=first.followup.carry,
     )
     out2 = feed_reads(
@@ -482,7 +482,7 @@ def test_both_rounds_together_are_one_well_formed_stream() -> None:
     events = parse_sse(out1 + out2)
     assert_well_formed(events)
     assert content_of(events) == "Let me read it. Now grep."
-    assert call_summary(events) == [("call_2_0_feedf00d", "grep", '{"q":"x"}')]
+    assert call_summary(events) == [(minted(2, 0, hex4="feed"), "grep", '{"q":"x"}')]
     assert {b["id"] for b in chunks_of(events)} == {"chatcmpl-1"}
     roles = [ch["delta"].get("role") for b in chunks_of(events) for ch in b["choices"]]
     assert roles.count("assistant") == 1

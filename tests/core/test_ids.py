@@ -19,7 +19,9 @@ from proxy.chat.ids import (
     is_native,
     kimi_id,
     mint_client_id,
+    minted_digest,
     normalize_raw_id,
+    raw_id_digest,
     rejection_reason,
 )
 
@@ -122,13 +124,37 @@ def test_normalize_raw_id(value: object, expected: str | None) -> None:
 
 
 def test_mint_client_id_format() -> None:
-    minted = mint_client_id(12, 3, "0a1b2c3d")
-    assert minted == "call_12_3_0a1b2c3d"
+    minted = mint_client_id(12, 3, "0a1b", "functions.run_shell_command:0")
+    # SPEC §2.2: the random half, then four hex digits of the raw id's digest
+    assert minted == "call_12_3_0a1b4da1"
     assert is_native(minted)
+    assert minted_digest(minted) == raw_id_digest("functions.run_shell_command:0") == "4da1"
+
+
+def test_raw_id_digest_is_fixed_across_processes_and_versions() -> None:
+    # Another replica, or the next release, must read the digest this one minted: pinned.
+    assert raw_id_digest("call_0") == "23fd"
+    # An absent raw id digests as the empty string.
+    assert raw_id_digest(None) == raw_id_digest("") == "b1fe"
+
+
+@given(st.text(max_size=60), st.text(min_size=4, max_size=4, alphabet="0123456789abcdef"))
+def test_minted_digest_reads_back_what_mint_wrote(raw: str, hex4: str) -> None:
+    minted = mint_client_id(3, 1, hex4, raw)
+    assert minted_digest(minted) == raw_id_digest(raw)
+    assert re.fullmatch(r"[0-9a-f]{4}", raw_id_digest(raw))
+
+
+@pytest.mark.parametrize(
+    "client_id",
+    ["call_abc", "call_1_0_dead", "call_1_0_DEADBEEF", "functions.f:0", "xcall_1_0_deadbeef"],
+)
+def test_only_minted_ids_carry_a_digest(client_id: str) -> None:
+    assert minted_digest(client_id) is None
 
 
 def test_minted_ids_fit_40_characters_for_large_turns() -> None:
-    minted = mint_client_id(99999, 9999, "ffffffff")
+    minted = mint_client_id(99999, 9999, "ffff", "x" * 200)
     assert len(minted) <= 40
     assert re.fullmatch(r"[A-Za-z0-9_-]+", minted)
     assert not is_counter_shaped(minted)

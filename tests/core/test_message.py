@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 import pytest
-from helpers import HEX, USER, Setup, assistant, hcall, minted, request, tool_msg
+from helpers import USER, Setup, assistant, hcall, minted, request, tool_msg
 
 from proxy.chat.message import sanitize_completion
 
@@ -142,16 +142,16 @@ def test_other_fields_of_calls_and_messages_are_kept() -> None:
 
 def test_choices_are_independent_and_idx_is_per_choice() -> None:
     body = completion(msg(hcall("call_0", "f")), msg(hcall("call_0", "g"), hcall("call_1", "h")))
-    setup = Setup(body=request(n=2), hex_values=("aaaaaaaa", "bbbbbbbb"))
+    setup = Setup(body=request(n=2), hex_values=("aaaa", "bbbb"))
     out = sanitize(body, setup).body
-    assert [c[0] for c in summary(out, 0)] == ["call_1_0_aaaaaaaa"]
-    assert [c[0] for c in summary(out, 1)] == ["call_1_0_bbbbbbbb", "call_1_1_bbbbbbbb"]
+    assert [c[0] for c in summary(out, 0)] == [minted(1, 0, hex4="aaaa")]
+    assert [c[0] for c in summary(out, 1)] == [minted(1, 0, hex4="bbbb"), minted(1, 1, hex4="bbbb")]
 
 
 def test_turn_comes_from_the_history() -> None:
     history = request([USER, assistant(hcall("x1", "f")), tool_msg("x1"), {"role": "user"}])
     out = sanitize(completion(msg(hcall("call_0", "f"))), Setup(body=history)).body
-    assert summary(out)[0][0] == f"call_2_0_{HEX}"
+    assert summary(out)[0][0] == minted(2, 0, "call_0")
 
 
 @pytest.mark.parametrize(

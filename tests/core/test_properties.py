@@ -20,7 +20,6 @@ from typing import Any
 import orjson
 from helpers import (
     CLIENT_ID_RE,
-    HEX,
     MISSING,
     Setup,
     assert_well_formed,
@@ -28,6 +27,7 @@ from helpers import (
     content_of,
     feed_reads,
     finish_reasons,
+    minted,
     parse_sse,
     reassemble,
     sse,
@@ -303,7 +303,7 @@ def test_generated_streams(gen: GenStream, eol: str, cuts: list[int]) -> None:
             assert json.loads(by_id[expected]["function"]["arguments"]) == call.args
     for index, c in enumerate(delivered):
         if c["id"] not in {expected_client_id(call, k) for k, call in enumerate(gen.calls)}:
-            assert c["id"] == f"call_1_{index}_{HEX}"
+            assert c["id"] == minted(1, index)
     assert content_of(events) == "".join(gen.content)
     assert finish_reasons(events) == (["tool_calls"] if gen.calls else ["stop"])
 
@@ -450,7 +450,7 @@ def test_random_json_shapes_never_escape(
     msgs: list[Any] = [USER]
     if history:
         msgs += [assistant(hcall("call_0", "f", '{"a":1}')), tool_msg("call_0")]
-    setup = Setup(body=request(msgs, n=n), hex_values=("aaaaaaaa", "bbbbbbbb", "cccccccc"))
+    setup = Setup(body=request(msgs, n=n), hex_values=("aaaa", "bbbb", "cccc"))
     if continuation:  # a follow-up round (SPEC §5) rewrites every chunk
         setup.carry = Carry("chatcmpl-0", 0, "m-0", {"total_tokens": 1})
     data = sse(*chunks, done=done)

@@ -111,8 +111,8 @@ def test_rewritten_id_format_uses_turn_dense_idx_and_one_hex8_per_choice() -> No
     drawn: list[str] = []
 
     def source() -> str:
-        drawn.append("0123abcd")
-        return "0123abcd"
+        drawn.append("0123")
+        return "0123"
 
     facts = Setup(body=body).translated().facts
     core = StreamSanitizer(ResponseIds(facts, "auto", GuardState(), hex_source=source))
@@ -124,10 +124,10 @@ def test_rewritten_id_format_uses_turn_dense_idx_and_one_hex8_per_choice() -> No
     )
     events = events_of(core, data)
     assert call_summary(events) == [
-        ("call_4_0_0123abcd", "f", '{"x":1}'),
-        ("call_4_1_0123abcd", "g", "{}"),
+        (minted(4, 0, "functions.f:0", hex4="0123"), "f", '{"x":1}'),
+        (minted(4, 1, "functions.g:2", hex4="0123"), "g", "{}"),
     ]
-    assert drawn == ["0123abcd"]  # one hex8 per response and choice
+    assert drawn == ["0123"]  # one random half per response and choice
     assert_well_formed(events)
 
 
@@ -386,13 +386,26 @@ def test_event_lines_and_comments_pass_through() -> None:
     assert call_summary(result.events) == [(NATIVE, "f", "{}")]
 
 
-def test_non_json_data_lines_are_forwarded_unchanged_and_counted() -> None:
-    data = sse(b"data: not json {", role(), b"data: still not json", text("x"), finish("stop"))
+def test_non_json_data_lines_become_comments_in_place_and_are_counted() -> None:
+    # SPEC §4: the openai SDKs raise on a data line that is not JSON; a comment keeps its text.
+    data = sse(
+        b"data: not json {",
+        role(),
+        b"event: note\ndata: still not\ndata: json",
+        text("x"),
+        finish("stop"),
+    )
     result = run(Setup().core, data)
-    raws = [e.raw for e in result.events if e.raw is not None]
-    assert raws[0] == "not json {"
-    assert raws[2] == "still not json"
+    events = result.events
+    assert [e.other for e in events[:3]] == [
+        (": not json {",),
+        (),
+        ("event: note", ": still not", ": json"),
+    ]
+    assert [e.raw for e in events[:3:2]] == [None, None]  # no data line left in them
+    assert content_of(events) == "x"
     assert result.core.non_json_events == 2
+    assert_well_formed(events)
 
 
 def test_empty_finish_reason_on_every_chunk_does_not_end_the_choice() -> None:
@@ -529,14 +542,14 @@ def test_choices_are_independent() -> None:
         finish("stop", choice=1),
         finish("tool_calls", choice=2),
     )
-    setup = Setup(body=request(n=3), hex_values=("aaaaaaaa", "bbbbbbbb", "cccccccc"))
+    setup = Setup(body=request(n=3), hex_values=("aaaa", "bbbb", "cccc"))
     result = run(setup.core, data)
     events = result.events
     assert_well_formed(events)
-    assert call_summary(events, 0) == [("call_1_0_aaaaaaaa", "f", '{"a":0}')]
+    assert call_summary(events, 0) == [(minted(1, 0, hex4="aaaa"), "f", '{"a":0}')]
     assert call_summary(events, 1) == [
-        ("call_1_0_bbbbbbbb", "f", '{"a":1}'),
-        ("call_1_1_bbbbbbbb", "g", "{}"),
+        (minted(1, 0, hex4="bbbb"), "f", '{"a":1}'),
+        (minted(1, 1, hex4="bbbb"), "g", "{}"),
     ]
     assert call_summary(events, 2) == []
     assert finish_reasons(events, 0) == ["tool_calls"]
@@ -551,7 +564,7 @@ def test_unfinished_choices_are_all_finished_at_the_end() -> None:
         text("b", choice=1),
         done=False,
     )
-    setup = Setup(body=request(n=2), hex_values=("aaaaaaaa", "bbbbbbbb"))
+    setup = Setup(body=request(n=2), hex_values=("aaaa", "bbbb"))
     events = run(setup.core, data).events
     assert_well_formed(events)
     assert finish_reasons(events, 0) == ["tool_calls"]
@@ -566,7 +579,7 @@ def test_n_greater_than_one_drops_replays_without_followup() -> None:
         finish("tool_calls", choice=0),
         finish("tool_calls", choice=1),
     )
-    setup = Setup(body=body, hex_values=("aaaaaaaa", "bbbbbbbb"))
+    setup = Setup(body=body, hex_values=("aaaa", "bbbb"))
     result = run(setup.core, data)
     assert result.core.followup is None
     assert result.core.error is None
@@ -577,12 +590,12 @@ def test_n_greater_than_one_drops_replays_without_followup() -> None:
 
 
 def test_hex_is_fixed_per_response_not_global() -> None:
-    a = Setup(hex_values=("11111111",)).core()
-    b = Setup(hex_values=("22222222",)).core()
+    a = Setup(hex_values=("1111",)).core()
+    b = Setup(hex_values=("2222",)).core()
     data = sse(calls(header(0, "call_0", "f", "{}")), finish())
-    assert call_summary(events_of(a, data))[0][0] == "call_1_0_11111111"
-    assert call_summary(events_of(b, data))[0][0] == "call_1_0_22222222"
-    assert HEX == "deadbeef"
+    assert call_summary(events_of(a, data))[0][0] == minted(1, 0, hex4="1111")
+    assert call_summary(events_of(b, data))[0][0] == minted(1, 0, hex4="2222")
+    assert HEX == "dead"
 
 
 def test_call_recovered_from_text_and_a_native_call_in_one_delta_both_arrive() -> None:
@@ -628,9 +641,7 @@ def test_hot_path_still_sees_spaced_and_repeated_finish_reasons() -> None:
         b'data: {"id":"x","choices":[{"index":0,"delta":{},"finish_reason": "stop"}]}\n\n',
         b'data: {"id":"x","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
     ):
-        core = StreamSanitizer(
-            ResponseIds(HistoryFacts(), "auto", GuardState(), lambda: "ab12cd34")
-        )
+        core = StreamSanitizer(ResponseIds(HistoryFacts(), "auto", GuardState(), lambda: "ab12"))
         out = b"".join(core.feed(role) + core.feed(call) + core.feed(finish_chunk) + core.end())
         assert b'"finish_reason":"tool_calls"' in out, out
         assert out.count(b"[DONE]") == 1

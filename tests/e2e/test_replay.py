@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import openai
+import orjson
 import pytest
 
 from proxy.simulator import SimulatorLog
@@ -85,23 +86,24 @@ def test_replay_loop_stops_visibly(proxy: ServerThread, log: SimulatorLog, mode:
         agent(proxy, "replay-loop", mode)
     assert "Tool-call replay loop detected" in str(caught.value.message)
     assert "run_shell_command" in str(caught.value.message)
-    if mode == "create":
-        assert isinstance(caught.value, openai.UnprocessableEntityError)
-        error = caught.value.response.json()["error"]
-        assert error["type"] == "loop_detected" and error["code"] == "tool_call_replay_loop"
+    # Streaming too: the looping model sends nothing before its replay (SPEC §5).
+    assert isinstance(caught.value, openai.UnprocessableEntityError)
+    error = caught.value.response.json()["error"]
+    assert error["type"] == "loop_detected" and error["code"] == "tool_call_replay_loop"
     # The first round executes; the request that replays costs at most 3 upstream requests.
     after_first = [r for r in log.requests if upstream_ids(r)]
     assert 1 <= len(after_first) <= 3, len(after_first)
 
 
-def test_replay_loop_streaming_error_event_on_the_wire(proxy: ServerThread) -> None:
+def test_replay_loop_streaming_before_any_byte_is_a_422_on_the_wire(proxy: ServerThread) -> None:
     history = agent_history_after_one_round(proxy)
     body = {"model": "replay-loop", "stream": True, "messages": history}
     with httpx.stream("POST", proxy.url + "/v1/chat/completions", json=body) as response:
         raw = response.read()
-    events = [e for e in raw.split(b"\n\n") if e]
-    assert events[-1].startswith(b'data: {"error":')
-    assert b'"type":"loop_detected"' in events[-1] and b"[DONE]" not in raw
+        assert response.status_code == 422
+        assert response.headers["content-type"].startswith("application/json")
+    error = orjson.loads(raw)["error"]
+    assert (error["type"], error["code"]) == ("loop_detected", "tool_call_replay_loop")
     assert b"tool_calls" not in raw, "the replayed batch never reaches the client"
 
 

@@ -106,3 +106,34 @@ def test_sanitize_missing_file_is_a_clear_error() -> None:
     result = run(["/nonexistent/capture.sse"])
     assert result.returncode == 2
     assert b"cannot read" in result.stderr and b"Traceback" not in result.stderr
+
+
+def test_explain_says_which_form_of_the_raw_id_a_replay_matched(tmp_path: Path) -> None:
+    # SPEC §5: B went upstream as `functions.bash:1`; its replay comes back as `:0`, the id a
+    # restarted counter issued it under, which B's client id carries as a digest.
+    from proxy.chat.ids import mint_client_id
+
+    a, b = (mint_client_id(t, 0, "abcd", "functions.bash:0") for t in (1, 2))
+    call = {"type": "function", "function": {"name": "bash", "arguments": '{"cmd":"ls"}'}}
+    replay = {"index": 0, "id": "functions.bash:0", **call}
+    capture = tmp_path / "capture.sse"
+    capture.write_bytes(
+        chunk({"tool_calls": [replay]}) + chunk({}, "tool_calls") + b"data: [DONE]\n\n"
+    )
+    messages = [{"role": "user", "content": "hi"}]
+    for client_id, arguments in ((a, '{"cmd":"pwd"}'), (b, '{"cmd":"ls"}')):
+        fn = {"name": "bash", "arguments": arguments}
+        messages += [
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": client_id, "type": "function", "function": fn}],
+            },
+            {"role": "tool", "tool_call_id": client_id, "content": "ok"},
+        ]
+    request = tmp_path / "request.json"
+    request.write_bytes(orjson.dumps({"model": "kimi-k2", "messages": messages}))
+    result = run([str(capture), "--request", str(request), "--explain"])
+    assert result.returncode == 0, result.stderr
+    err = result.stderr.decode()
+    assert "dropped call bash id 'functions.bash:0' (replay, matched the issued id)" in err
+    assert f"matched the issued id of '{b}'" in err

@@ -123,7 +123,7 @@ def sse(pieces: list[str], finish: str = "stop") -> bytes:
 def run_stream(data: bytes, step: int | None, text_tool_calls: bool = True) -> list[dict[str, Any]]:
     translated = translate_request(REQUEST, "auto")
     core = StreamSanitizer(
-        ResponseIds(translated.facts, "auto", GuardState(), lambda: "abcdef01"),
+        ResponseIds(translated.facts, "auto", GuardState(), lambda: "abcd"),
         text_tool_calls=text_tool_calls,
     )
     out = []
@@ -161,8 +161,9 @@ def test_stream_recovers_calls_split_at_every_byte(fmt: str) -> None:
     content, got_calls, finish = expected
     assert content == "Let me look. "
     assert finish == "tool_calls"
-    assert [(c[0], c[1], orjson.loads(c[2])) for c in got_calls] == [
-        (f"call_1_{i}_abcdef01", c.name, orjson.loads(c.arguments)) for i, c in enumerate(calls)
+    # SPEC §2.2: the random half, then the digest of the raw id (tests/core/test_ids.py)
+    assert [(c[0][:-4], c[1], orjson.loads(c[2])) for c in got_calls] == [
+        (f"call_1_{i}_abcd", c.name, orjson.loads(c.arguments)) for i, c in enumerate(calls)
     ]
     assert client_view(run_stream(data, 1)) == expected
 
@@ -184,7 +185,7 @@ def test_stream_with_text_tool_calls_off_leaves_markup() -> None:
 
 def test_non_streaming_message_recovers_calls() -> None:
     translated = translate_request(REQUEST, "auto")
-    ids = ResponseIds(translated.facts, "auto", GuardState(), lambda: "abcdef01")
+    ids = ResponseIds(translated.facts, "auto", GuardState(), lambda: "abcd")
     body = {
         "id": "x",
         "choices": [
@@ -201,5 +202,5 @@ def test_non_streaming_message_recovers_calls() -> None:
     result = sanitize_completion(body, ids, text_tool_calls=True)
     message = result.body["choices"][0]["message"]
     assert message["content"] == "Sure. "
-    assert [c["id"] for c in message["tool_calls"]] == ["call_1_0_abcdef01", "call_1_1_abcdef01"]
+    assert [c["id"][:-4] for c in message["tool_calls"]] == ["call_1_0_abcd", "call_1_1_abcd"]
     assert result.body["choices"][0]["finish_reason"] == "tool_calls"
