@@ -292,16 +292,12 @@ class UpstreamClient(httpx.AsyncClient):
         timeout: Any = httpx.USE_CLIENT_DEFAULT,
         **others: Any,
     ) -> httpx.Request:
-        if (
-            others
-            or not isinstance(url, str)
-            or not isinstance(headers, list | None)
-            or not isinstance(content, bytes | None)
-        ):
+        if others or (type(url), type(headers), type(content)) not in _OWN_SHAPES:
             return super().build_request(
                 method, url, content=content, headers=headers, timeout=timeout, **others
             )
-        parsed = self._parsed_url(url)
+        address: str = url  # type: ignore[assignment]  # a str: _OWN_SHAPES says so
+        parsed = self._urls.get(address) or self._parsed_url(address)
         body = content or b""
         merged = request_headers(self.headers.raw, headers or [], method, parsed.netloc, body)
         chosen = self.timeout if timeout is httpx.USE_CLIENT_DEFAULT else timeout
@@ -318,15 +314,13 @@ class UpstreamClient(httpx.AsyncClient):
         return request
 
     def _parsed_url(self, url: str) -> httpx.URL:
-        parsed = self._urls.get(url)
-        if parsed is None:
-            parsed = httpx.URL(url)
-            if parsed.is_relative_url:
-                raise ValueError(f"UpstreamClient needs absolute URLs, got {url!r}")
-            if "?" not in url:  # queries come from clients: unbounded, not worth keeping
-                if len(self._urls) >= MAX_CACHED_URLS:
-                    self._urls.clear()
-                self._urls[url] = parsed
+        parsed = httpx.URL(url)
+        if parsed.is_relative_url:
+            raise ValueError(f"UpstreamClient needs absolute URLs, got {url!r}")
+        if "?" not in url:  # queries come from clients: unbounded, not worth keeping
+            if len(self._urls) >= MAX_CACHED_URLS:
+                self._urls.clear()
+            self._urls[url] = parsed
         return parsed
 
     async def send(  # type: ignore[override]
@@ -362,6 +356,10 @@ class UpstreamClient(httpx.AsyncClient):
 
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+# The calls build_request makes itself (URL, headers, content types); others go to httpx.
+_OWN_SHAPES = frozenset(
+    (str, headers, content) for headers in (list, type(None)) for content in (bytes, type(None))
+)
 
 
 def request_headers(
