@@ -373,7 +373,7 @@ def request_headers(
 
     This is what httpx does in `AsyncClient._merge_headers` and `Request._prepare` (private:
     pyproject.toml pins the httpx releases this was checked against, and
-    tests/test_upstream_transport.py compares both with this on every run): the client's
+    tests/unit/test_upstream_headers.py fails when either changes): the client's
     defaults the caller did not override, the caller's headers, Host first and the body's
     length last (`Content-Length: 0` second, for a body method without one).
     """
