@@ -37,6 +37,7 @@ from proxy.cors import CORSMiddleware
 from proxy.errors import AuthenticationError, ClientRequestError, ProxyError, RequestTooLarge
 from proxy.observability import LOGGER, Metrics, RequestLog, configure_logging
 from proxy.server import ResponseProgress, end_for_shutdown
+from proxy.surfaces import CHAT_COMPLETIONS
 from proxy.upstream import (
     PROXY_KEY_HEADER,
     client_response_headers,
@@ -205,7 +206,7 @@ class ProxyApp:
             if declared is not None and declared.isdigit() and int(declared) > limit:
                 raise RequestTooLarge(f"request body exceeds the limit of {limit} bytes")
             raw = await read_body(receive, limit)
-            is_chat = method == "POST" and rest == "/chat/completions"
+            is_chat = method == "POST" and rest == CHAT_COMPLETIONS.path
             body = _parse_chat_body(raw) if is_chat else None
             model = body.get("model") if body is not None else None
             route = self.settings.route_for(prefix, model if isinstance(model, str) else None)

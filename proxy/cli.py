@@ -1,4 +1,4 @@
-"""Command line: `toolcall-proxy serve | simulate | sanitize | check-config`.
+"""Command line: `toolcall-proxy serve | simulate | sanitize | check-config | doctor`.
 
 Every `serve` flag can also be given as `TOOLCALL_PROXY_<FLAG>` (dashes as underscores); a flag
 on the command line wins over the environment, which wins over the YAML file. The flags come
@@ -13,7 +13,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeAlias
 
 from proxy import __version__
 from proxy.config import (
@@ -27,6 +27,7 @@ from proxy.config import (
     settings_from_argv,
     settings_from_flags,
 )
+from proxy.doctor.cli import add_doctor_parser, run_doctor
 from proxy.options import OPTION, OPTIONS, add_flag
 
 # uvicorn's exit status when the server could not start (port in use, app failed to load).
@@ -41,6 +42,7 @@ examples:
   toolcall-proxy simulate --port 9000
   toolcall-proxy sanitize capture.sse --request request.json --explain
   toolcall-proxy check-config routes.yaml
+  toolcall-proxy doctor --upstream https://api.moonshot.ai/v1 --model kimi-k2 --upstream-key-env MOONSHOT_API_KEY
 """
 
 
@@ -50,16 +52,13 @@ def run_serve(args: argparse.Namespace) -> int:
     from proxy.app import create_app
     from proxy.observability import configure_logging, uvicorn_log_config
     from proxy.server import DrainingServer, graceful_timeout
+    from proxy.startup import startup_lines
 
     flags = {o.name: getattr(args, o.name) for o in OPTIONS if o.flag}
     settings = settings_from_flags(flags)
     configure_logging(settings.log_level)
-    if settings.simulated:
-        print(
-            f"toolcall-proxy: no upstream configured; serving the built-in simulated provider "
-            f"(a Kimi-like upstream that reuses ids) on http://{settings.host}:{settings.port}/v1",
-            file=sys.stderr,
-        )
+    for line in startup_lines(settings):
+        print(line, file=sys.stderr)
     common: dict[str, Any] = {
         "host": settings.host,
         "port": settings.port,
@@ -159,13 +158,19 @@ def run_check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
 class Command(NamedTuple):
     name: str
-    help: str
-    arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+    arguments: Callable[[argparse.ArgumentParser], None] | None = None
+    help: str = ""
     description: str | None = None  # under the usage line of this command's --help
-    examples: bool = False  # show the examples under this command's --help too
+    epilog: str | None = None  # after its options
+    # For a command that builds its own parser (named `name`) on the subcommands, instead
+    # of `arguments`, `help`, `description` and `epilog`.
+    add_parser: Callable[[Subcommands], None] | None = None
 
 
 SERVE = """\
@@ -174,16 +179,33 @@ underscores (TOOLCALL_PROXY_READ_TIMEOUT). A flag wins over the environment, whi
 the YAML file. Proxy keys are read only from TOOLCALL_PROXY_KEYS.
 """
 
-
 # The subcommands, in the order --help lists them. A new one is one line here.
 COMMANDS: tuple[Command, ...] = (
-    Command("serve", "run the proxy", add_serve_flags, run_serve, SERVE, examples=True),
-    Command("simulate", "run the simulated provider on its own", simulate_arguments, run_simulate),
-    Command("sanitize", "sanitize a captured SSE stream offline", sanitize_arguments, run_sanitize),
+    Command("serve", run_serve, add_serve_flags, "run the proxy", SERVE, EXAMPLES),
+    Command("simulate", run_simulate, simulate_arguments, "run the simulated provider on its own"),
+    Command("sanitize", run_sanitize, sanitize_arguments, "sanitize a captured SSE stream offline"),
     Command(
-        "check-config", "validate a YAML routes file", check_config_arguments, run_check_config
+        "check-config", run_check_config, check_config_arguments, "validate a YAML routes file"
     ),
+    Command("doctor", run_doctor, add_parser=add_doctor_parser),
 )
+
+
+def _add(sub: Subcommands, command: Command) -> None:
+    if command.add_parser is not None:
+        command.add_parser(sub)
+    else:
+        assert command.arguments is not None, command.name
+        raw = command.description is not None or command.epilog is not None
+        parser = sub.add_parser(
+            command.name,
+            help=command.help,
+            description=command.description,
+            epilog=command.epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter if raw else argparse.HelpFormatter,
+        )
+        command.arguments(parser)
+    sub.choices[command.name].set_defaults(run=command.run)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -196,15 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"toolcall-proxy {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
-        extra: dict[str, Any] = {}
-        if command.examples:
-            extra = {"epilog": EXAMPLES, "formatter_class": argparse.RawDescriptionHelpFormatter}
-        command.arguments(
-            sub.add_parser(
-                command.name, help=command.help, description=command.description, **extra
-            )
-        )
-        sub.choices[command.name].set_defaults(run=command.run)
+        _add(sub, command)
     return parser
 
 

@@ -15,7 +15,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from proxy.config_values import ConfigError
+from proxy.config_values import ConfigError, upstream_base_url
 from proxy.config_yaml import load_yaml_routes
 from proxy.options import OPTION, OPTIONS, add_flag
 from proxy.settings import Route, Settings
@@ -133,4 +133,5 @@ __all__ = [
     "read_config_file",
     "settings_from_argv",
     "settings_from_flags",
+    "upstream_base_url",
 ]

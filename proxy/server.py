@@ -14,6 +14,9 @@ left, and only then sends `lifespan.shutdown`. The app would learn about the shu
   every request still open with the `shutting_down` error (SPEC §6 shape: an SSE `error` event
   when the stream has started, a 503 otherwise), so clients see why their stream stopped.
 - uvicorn's own cancellation is the backstop, `BACKSTOP_SECONDS` after the drain timeout.
+- A stop asked for by SIGINT or SIGTERM and carried out is a success: the process exits 0.
+  uvicorn would raise the signal again once it has stopped, so that Ctrl-C ended in a
+  KeyboardInterrupt traceback and `make run` reported `*** [run] Interrupt`.
 
 The app does not depend on this server: `ProxyApp` also treats a cancellation of a request
 task that is not a client disconnect as the server stopping, so with uvicorn's stock server
@@ -24,8 +27,10 @@ at `timeout_graceful_shutdown`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any, Protocol, runtime_checkable
 
@@ -140,6 +145,13 @@ class DrainingServer(uvicorn.Server):
         app = self._drainable()
         if app is not None:
             app.start_draining()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        with super().capture_signals():
+            yield
+            # Served to the end of an orderly stop: nothing left to re-raise (see the module doc).
+            self._captured_signals.clear()
 
     async def shutdown(self, sockets: Any = None) -> None:
         app = self._drainable()

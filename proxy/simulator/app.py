@@ -232,11 +232,15 @@ class _Writer(StreamingResponse):
             self._log.completed_streams += 1
 
 
-class _Recorder:
-    """Pure ASGI wrapper recording every request's path and headers before routing.
+def _route_path(scope: Scope) -> str:
+    """The request's path under the app's mount point (`root_path`), as its routes see it."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
 
-    The path is the one under the app's mount point (`root_path`), as its routes see it.
-    """
+
+class _Recorder:
+    """Pure ASGI wrapper recording every request's path and headers before routing."""
 
     def __init__(self, app: ASGIApp, log: SimulatorLog) -> None:
         self._app = app
@@ -244,8 +248,7 @@ class _Recorder:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            path, root = scope["path"], scope.get("root_path", "")
-            self._log.paths.append(path[len(root) :] if root and path.startswith(root) else path)
+            self._log.paths.append(_route_path(scope))
             headers: dict[str, str] = {}
             for raw_name, raw_value in scope["headers"]:
                 name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
@@ -339,7 +342,7 @@ class _Simulator:
         return Response(orjson.dumps(result), media_type="application/json")
 
     async def not_found(self, request: Request) -> Response:
-        message = f"Invalid URL ({request.method} {request.url.path})"
+        message = f"Invalid URL ({request.method} {_route_path(request.scope)})"
         return _error(404, message, "invalid_request_error", "unknown_url")
 
 

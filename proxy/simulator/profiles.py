@@ -100,7 +100,8 @@ class Profile:
     replay: Replay = Replay.NONE
     replay_id: ReplayId = ReplayId.HISTORY
     # The replay follows this many tool rounds and re-emits the latest call: after round 1 a
-    # restarted counter would give the replay the id the history already has (`:0`).
+    # restarted counter would give the replay the id the history already has (`:0`). Also an
+    # option, so a scripted task (`SCRIPT_PREFIX`) can put the replayed call in any round.
     replay_after: int = 1
     kimi_history_check: bool = False  # leak raw markup when history ids are not Kimi's own
     leak: str | None = None  # a server with its tool parser off: calls arrive as this markup
@@ -113,7 +114,7 @@ class Profile:
     kb: int = 1024
 
 
-OPTIONS = ("rounds", "chunks", "delay_ms", "stall_s", "kb")
+OPTIONS = ("rounds", "chunks", "delay_ms", "stall_s", "kb", "replay_after")
 LEAK_FORMATS = ("kimi", "hermes", "qwen3-coder", "deepseek", "llama", "mistral")
 
 _ALL = (
@@ -236,6 +237,12 @@ def profile_for_model(model: str) -> Profile:
 
 _BASE62 = string.ascii_letters + string.digits
 _KIMI_ID = re.compile(r"functions\.[\w\-]+:(\d+)")
+# A user message may script the model's rounds, one line per round: `step: <tool> <JSON args>`
+# (`step: bash {"command": "ls"}`). Real agents offer their own tools with their own parameter
+# names, so a test that drives one writes the calls it wants into the prompt; the script's
+# length then replaces `rounds`.
+SCRIPT_PREFIX = "step:"
+_SCRIPT_LINE = re.compile(rf"^\s*{SCRIPT_PREFIX}\s*([\w\-.]+)\s+(\{{.*\}})\s*$", re.MULTILINE)
 
 
 def random_id(prefix: str = "call_", length: int = 24) -> str:
@@ -312,6 +319,28 @@ def _history(messages: list[Any]) -> _History:
     return _History(calls, call_rounds, fresh_rounds)
 
 
+def _text_of(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    return "\n".join(
+        p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
+    )
+
+
+def _script(messages: list[Any]) -> list[tuple[str, str]]:
+    """The (tool, arguments) steps the user messages script, in order; malformed lines are
+    not steps."""
+    steps: list[tuple[str, str]] = []
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        for name, raw in _SCRIPT_LINE.findall(_text_of(message.get("content"))):
+            with contextlib.suppress(orjson.JSONDecodeError):
+                steps.append((name, orjson.dumps(orjson.loads(raw)).decode()))
+    return steps
+
+
 def _kimi_history_ok(calls: list[JSON]) -> bool:
     for k, call in enumerate(calls):
         match = _KIMI_ID.fullmatch(call_id) if isinstance(call_id := call.get("id"), str) else None
@@ -355,19 +384,32 @@ def _text_body(profile: Profile) -> tuple[str, ...]:
     return tuple(f"word{i} " for i in range(max(1, profile.chunks)))
 
 
+def _fresh_call(
+    tools: list[tuple[str, str]], script: list[tuple[str, str]], rnd: int, i: int
+) -> tuple[str, str]:
+    """(name, arguments) of call `i` of round `rnd`: the script's step for the round's first
+    call, else the offered tool (a second one, if any, for parallel calls) with an echo."""
+    if i == 0 and rnd <= len(script):
+        return script[rnd - 1]
+    name, arg = tools[min(i, len(tools) - 1)]
+    return name, orjson.dumps({arg: f"echo round-{rnd}-{i}"}).decode()
+
+
 def plan_reply(profile: Profile, body: JSON) -> Reply:
     """What the scripted model answers to this request (ids already minted)."""
     if profile.text_only:
         return Reply(_text_body(profile))
-    messages = body.get("messages")
-    history = _history(messages if isinstance(messages, list) else [])
+    raw_messages = body.get("messages")
+    messages = raw_messages if isinstance(raw_messages, list) else []
+    history = _history(messages)
     kimi_ok = _kimi_history_ok(history.calls) if profile.kimi_history_check else None
     tools = _tools(body.get("tools"))
     done, rnd = len(history.calls), history.fresh_rounds + 1
+    script = _script(messages)
+    rounds = len(script) if script else profile.rounds
 
     def fresh(i: int) -> PlannedCall:
-        name, arg = tools[min(i, len(tools) - 1)]  # a second tool, if any, for parallel calls
-        args = orjson.dumps({arg: f"echo round-{rnd}-{i}"}).decode()
+        name, args = _fresh_call(tools, script, rnd, i)
         return PlannedCall(name, args, _mint_id(profile.id_style, name, i, done))
 
     calls: tuple[PlannedCall, ...]
@@ -376,12 +418,24 @@ def plan_reply(profile: Profile, body: JSON) -> Reply:
     elif profile.replay is not Replay.NONE and history.call_rounds == profile.replay_after:
         first = _replayed(profile, history.calls[-1], 0, done)
         calls = (first, fresh(1)) if profile.replay is Replay.MIXED else (first,)
-    elif history.fresh_rounds >= profile.rounds:
-        return Reply(_split_text(f"All {profile.rounds} rounds done.", 3), (), "stop", kimi_ok)
+    elif history.fresh_rounds >= rounds:
+        return Reply(_split_text(f"All {rounds} rounds done.", 3), (), "stop", kimi_ok)
     elif profile.duplicate_call:
         calls = (fresh(0),) * 2
     else:
         calls = tuple(fresh(i) for i in range(profile.calls_per_round))
+    looping = profile.replay is Replay.LOOP and history.call_rounds >= profile.replay_after
+    return _reply_with(profile, calls, done, kimi_ok, looping)
+
+
+def _reply_with(
+    profile: Profile,
+    calls: tuple[PlannedCall, ...],
+    done: int,
+    kimi_ok: bool | None,
+    looping: bool,
+) -> Reply:
+    """The reply carrying `calls` as this profile's server delivers them."""
     if kimi_ok is False:
         # A confused Kimi copies the foreign id shape, its parser fails and the call leaks.
         markup = "".join(
@@ -399,7 +453,6 @@ def plan_reply(profile: Profile, body: JSON) -> Reply:
     finish = profile.tool_finish if profile.terminate else None
     # A model stuck in a loop sends the bare call: nothing reaches the client before the
     # proxy can tell it is a loop (SPEC §5: then an HTTP 422, which agents do not retry).
-    looping = profile.replay is Replay.LOOP and history.call_rounds >= profile.replay_after
     return Reply(() if looping else profile.preamble, calls, finish, kimi_ok)
 
 
