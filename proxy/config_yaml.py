@@ -11,13 +11,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from proxy.config_values import ConfigError
 from proxy.options import OPTIONS, Option
 from proxy.settings import Route
+
+if TYPE_CHECKING:
+    # Imported where a file is parsed (`_parse`): PyYAML takes about 20 ms to import, and
+    # `--help`, `doctor` and a `serve` without a file never need it.
+    import yaml
 
 TOP_LEVEL: Mapping[str, Option] = {
     o.name: o for o in OPTIONS if "yaml" in o.sources and o.scope == "global"
@@ -34,7 +37,12 @@ _PATH_PREFIX = re.compile(r"(/[A-Za-z0-9._~-]+)+")
 
 # A mapping's keys as written: name, line and value node. Taken before construction, which
 # folds merge keys (`<<: *base`) into the nodes themselves.
-Written = list[tuple[str, int, yaml.Node]]
+Written: TypeAlias = "list[tuple[str, int, yaml.Node]]"
+
+
+def _is(node: object, kind: str) -> bool:
+    """Whether a YAML node is a "mapping", "sequence" or "scalar" (PyYAML's `Node.id`)."""
+    return getattr(node, "id", None) == kind
 
 
 def _written(root: yaml.Node) -> dict[int, Written]:
@@ -45,16 +53,18 @@ def _written(root: yaml.Node) -> dict[int, Written]:
         node = stack.pop()
         if id(node) in seen:
             continue
-        if isinstance(node, yaml.MappingNode):
+        if _is(node, "mapping"):
             seen[id(node)] = [(str(k.value), k.start_mark.line + 1, v) for k, v in node.value]
             stack.extend(v for _, v in node.value)
-        elif isinstance(node, yaml.SequenceNode):
+        elif _is(node, "sequence"):
             seen[id(node)] = []
             stack.extend(node.value)
     return seen
 
 
 def _parse(text: str) -> tuple[yaml.Node | None, Any, dict[int, Written]]:
+    import yaml
+
     loader = yaml.SafeLoader(text)
     try:
         root = loader.get_single_node()
@@ -153,7 +163,7 @@ def _route_lines(written: dict[int, Written], node: yaml.Node, index: int) -> di
     keys = written[id(node)]
     lines = {"": node.start_mark.line + 1, **_key_lines(keys, f"routes[{index}]")}
     match_node = _value_node(keys, "match")
-    if isinstance(match_node, yaml.MappingNode):
+    if _is(match_node, "mapping"):
         match_lines = _key_lines(written[id(match_node)], f"routes[{index}].match")
         lines.update({f"match.{key}": line for key, line in match_lines.items()})
     return lines
@@ -165,14 +175,14 @@ def _routes(
     written: dict[int, Written],
     defaults: Route,
 ) -> tuple[Route, ...]:
-    assert isinstance(routes_node, yaml.SequenceNode)
+    assert routes_node is not None and _is(routes_node, "sequence")
     routes: list[Route] = []
     names: dict[str, int] = {}
     prefixes: dict[str, int] = {}
     for index, raw in enumerate(raw_routes):
         node = routes_node.value[index]
         start = node.start_mark.line + 1
-        if not isinstance(raw, Mapping) or not isinstance(node, yaml.MappingNode):
+        if not isinstance(raw, Mapping) or not _is(node, "mapping"):
             raise ConfigError(f"routes[{index}]", "expected a mapping", start)
         lines = _route_lines(written, node, index)
         route = route_from_mapping(raw, index, lines, defaults)
@@ -203,7 +213,7 @@ def load_yaml_routes(text: str, defaults: Route) -> tuple[dict[str, Any], tuple[
     root, data, written = _parse(text)
     if root is None:
         return {}, ()
-    if not isinstance(data, dict) or not isinstance(root, yaml.MappingNode):
+    if not isinstance(data, dict) or not _is(root, "mapping"):
         raise ConfigError("(top level)", "expected a mapping with a routes list", 1)
     root_keys = written[id(root)]
     top_lines = _key_lines(root_keys, "")
@@ -229,7 +239,7 @@ def _routes_list(data: dict[Any, Any], root_keys: Written) -> tuple[list[Any], y
     raw_routes = data.get("routes") or []
     if not isinstance(raw_routes, list) or (
         routes_node is not None
-        and not isinstance(routes_node, yaml.SequenceNode)
+        and not _is(routes_node, "sequence")
         and data.get("routes") is not None
     ):
         routes_line = routes_node.start_mark.line + 1 if routes_node is not None else None

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -299,3 +302,22 @@ def test_the_readme_lists_every_setting_as_declared() -> None:
         if option.flag:
             assert f"[{option.flag} {option.kind.metavar}]" in synopsis, option.name
     assert markdown_table() in section, "python -m proxy.options prints the table to paste"
+
+
+def test_start_up_imports_only_what_the_command_needs() -> None:
+    """The command line imports no YAML parser, server or framework before it needs one, and a
+    proxy with an upstream never imports the simulator's framework (README, Architecture)."""
+    script = (
+        "import sys, proxy.cli\n"
+        "heavy = ('yaml', 'fastapi', 'pydantic', 'starlette', 'uvicorn', 'httpx', 'proxy.app')\n"
+        "print(*[m for m in heavy if m in sys.modules])\n"
+        "from proxy.app import create_app\n"
+        "create_app(proxy.cli.settings_from_argv(['--upstream', 'http://127.0.0.1:9/v1']))\n"
+        "print(*[m for m in ('yaml', 'fastapi', 'pydantic', 'starlette') if m in sys.modules])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLCALL_PROXY_")}
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["", ""]
