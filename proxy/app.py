@@ -21,14 +21,14 @@ from proxy.asgi import (
     ASGIApp,
     ClientDisconnected,
     Receive,
+    RequestBody,
     Scope,
     Send,
     check_header_limits,
     header,
-    read_body,
     send_bytes,
-    send_error,
     send_json,
+    send_refusal,
     with_request_id,
 )
 from proxy.chat_handler import ChatHandler, ChatRequest
@@ -143,23 +143,19 @@ class ProxyApp:
             await self._simulator(dict(scope, root_path=root), receive, send)
             return
         request_id = _request_id(scope)
+        request_body = RequestBody(receive, scope)
         prefix, rest = self._split(path)
-        if rest is None:
-            await send_error(
-                send,
-                ClientRequestError(
-                    f"no route for {path}; the API is under /v1", code="not_found", status=404
-                ),
-                request_id,
-            )
-            return
         try:
+            if rest is None:
+                raise ClientRequestError(
+                    f"no route for {path}; the API is under /v1", code="not_found", status=404
+                )
             check_header_limits(scope)  # 431: uvicorn+httptools bound neither count nor size
             self._authorize(scope)
         except ProxyError as exc:
-            await send_error(send, exc, request_id)
+            await send_refusal(send, exc, request_id, request_body)
             return
-        await self._serve(scope, receive, send, prefix, rest, request_id)
+        await self._serve(scope, request_body, receive, send, prefix, rest, request_id)
 
     def _split(self, path: str) -> tuple[str, str | None]:
         """`/v1/x` -> ("", "/x"); `/kimi/v1/x` -> ("/kimi", "/x") for a route prefix."""
@@ -190,7 +186,14 @@ class ProxyApp:
             raise AuthenticationError("the proxy key is not valid")
 
     async def _serve(
-        self, scope: Scope, receive: Receive, send: Send, prefix: str, rest: str, request_id: str
+        self,
+        scope: Scope,
+        request_body: RequestBody,
+        receive: Receive,
+        send: Send,
+        prefix: str,
+        rest: str,
+        request_id: str,
     ) -> None:
         method: str = scope["method"]
         log = RequestLog(request_id, "?", method, scope["path"])
@@ -205,7 +208,7 @@ class ProxyApp:
             declared = header(scope, b"content-length")
             if declared is not None and declared.isdigit() and int(declared) > limit:
                 raise RequestTooLarge(f"request body exceeds the limit of {limit} bytes")
-            raw = await read_body(receive, limit)
+            raw = await request_body.read(limit)
             is_chat = method == "POST" and rest == CHAT_COMPLETIONS.path
             body = _parse_chat_body(raw) if is_chat else None
             model = body.get("model") if body is not None else None
@@ -229,7 +232,7 @@ class ProxyApp:
             if exc.error_type == "upstream_error":
                 self.metrics.upstream_errors.labels(exc.code or "upstream").inc()
             log.fields["error"] = exc.code
-            await send_error(send, exc, request_id)
+            await send_refusal(send, exc, request_id, request_body)
         except asyncio.CancelledError:
             # Client disconnects are settled in _until_disconnect; what else cancels a request
             # task is the server stopping (the drain timeout, or uvicorn's own at its timeout).

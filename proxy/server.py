@@ -35,9 +35,10 @@ from types import FrameType
 from typing import Any, Protocol, runtime_checkable
 
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from proxy.asgi import Message, Send, send_error
-from proxy.errors import ProxyError
+from proxy.errors import ClientRequestError, ProxyError
 from proxy.observability import LOGGER
 
 # uvicorn cancels what is still running this long after the app's own drain timeout.
@@ -176,6 +177,41 @@ class DrainingServer(uvicorn.Server):
                 timer.cancel()
 
 
+class OpenAIErrorHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, answering a request it cannot parse in the OpenAI error
+    shape (SPEC §6) instead of its plain-text 400.
+
+    A malformed request line or head (bare CR or LF, NUL, obsolete line folding, a bad
+    chunked body) never reaches the app: httptools raises in `data_received`, and uvicorn
+    writes `400 Invalid HTTP request received.` as text/plain and closes. That answer is the
+    one hook uvicorn gives (`send_400_response`), so this class (passed as uvicorn's `http`
+    setting) overrides it and nothing else.
+    """
+
+    def send_400_response(self, msg: str) -> None:
+        cycle = self.cycle
+        if cycle is not None and cycle.response_started and not cycle.response_complete:
+            self.transport.close()  # a second response cannot go into the middle of one
+            return
+        body = MALFORMED_REQUEST.json_bytes()
+        head = [b"HTTP/1.1 400 Bad Request\r\n"]
+        for name, value in self.server_state.default_headers:
+            head += [name, b": ", value, b"\r\n"]
+        head += [
+            b"content-type: application/json\r\n",
+            b"content-length: %d\r\n" % len(body),
+            b"connection: close\r\n\r\n",
+        ]
+        self.transport.write(b"".join(head) + body)
+        self.transport.close()
+
+
+MALFORMED_REQUEST = ClientRequestError(
+    "Invalid HTTP request: the request line, headers or chunked body could not be parsed.",
+    code="invalid_http_request",
+)
+
+
 def _cut(app: Drainable) -> None:
     count = app.cut_open_requests()
     LOGGER.log(
@@ -189,6 +225,7 @@ __all__ = [
     "BACKSTOP_SECONDS",
     "Drainable",
     "DrainingServer",
+    "OpenAIErrorHttpProtocol",
     "ResponseProgress",
     "ShuttingDown",
     "end_for_shutdown",

@@ -26,11 +26,13 @@ from proxy.chat.decide import ChoiceIds, ResponseIds, Verdict, truthful_finish_r
 from proxy.chat.guard import Replay
 from proxy.chat.notes import DeltaRepaired, IdRewritten, Note
 from proxy.chat.sse_scan import (
+    CONTENT,
     LIVE_FINISH,
     MARKUP,
     PLAIN,
     TOOL_CALLS,
     USAGE,
+    may_hold_content,
     may_hold_markup,
     scan,
 )
@@ -244,7 +246,9 @@ class StreamSanitizer:
         """
         if self._continuation or not self._single:
             return None
-        want = (USAGE if self._armed else 0) | (MARKUP if self._text_calls else 0)
+        want = USAGE if self._armed else 0
+        if self._text_calls:  # a scanner that must see all content gets every content read
+            want |= CONTENT if self._holding_text() else MARKUP
         flags = scan(data, want)
         # Not all plain one-line events, a tool call, or a `finish_reason` other than the
         # compact null (`_has_live_finish` also reads spaced forms): the general path decides.
@@ -252,7 +256,7 @@ class StreamSanitizer:
             return None
         if flags & USAGE:
             return None
-        if self._text_calls and (flags & MARKUP or self._holding_text()):
+        if flags & (MARKUP | CONTENT):
             return None
         if self._armed:
             self._content.extend(block[6:] for block in data[:-2].split(b"\n\n"))
@@ -334,10 +338,16 @@ class StreamSanitizer:
             return True  # may have to be held (SPEC §5)
         if b"tool_calls" in data or (b"finish_reason" in data and _has_live_finish(data)):
             return True
-        return self._text_calls and (may_hold_markup(data) or self._holding_text())
+        if not self._text_calls:
+            return False
+        return may_hold_content(data) if self._holding_text() else may_hold_markup(data)
 
     def _holding_text(self) -> bool:
-        return any(s.scanner is not None and s.scanner.holding for s in self._choices.values())
+        # No content seen yet also counts: the whole message may be one JSON call.
+        for state in self._choices.values():
+            if state.scanner is None or state.scanner.holding:
+                return True
+        return not self._choices
 
     # -- chunks --------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import functools
 import random
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 from types import MappingProxyType
@@ -115,7 +115,24 @@ class Profile:
 
 
 OPTIONS = ("rounds", "chunks", "delay_ms", "stall_s", "kb", "replay_after")
-LEAK_FORMATS = ("kimi", "hermes", "qwen3-coder", "deepseek", "llama", "mistral")
+LEAK_FORMATS = (
+    "kimi",
+    "hermes",
+    "qwen3-coder",
+    "deepseek",
+    "llama",
+    "mistral",
+    "json",
+    "llama4",
+    "llama4-pythonic",
+    "lmstudio",
+    "glm",
+    "minimax",
+    "harmony",
+    "deepseek-dsml",
+)
+# Formats that are the entire message: no text may come before or after them.
+WHOLE_MESSAGE_LEAKS = frozenset({"json"})
 
 _ALL = (
     Profile(name="reference", obfuscation=True),
@@ -446,52 +463,159 @@ def _reply_with(
         markup = f"<|tool_calls_section_begin|>{markup}<|tool_calls_section_end|>"
         return Reply(profile.preamble + _split_text(markup, 4), (), "stop", False)
     if profile.leak is not None:
-        # Small pieces, so markers are split across chunks (and UTF-8 tokens across bytes).
-        return Reply(
-            profile.preamble + _split_text(leak_markup(profile.leak, calls), 9), (), "stop"
-        )
+        return Reply(leak_content(profile.leak, profile.preamble, calls), (), "stop")
     finish = profile.tool_finish if profile.terminate else None
     # A model stuck in a loop sends the bare call: nothing reaches the client before the
     # proxy can tell it is a loop (SPEC §5: then an HTTP 422, which agents do not retry).
     return Reply(() if looping else profile.preamble, calls, finish, kimi_ok)
 
 
+def leak_content(
+    fmt: str, preamble: tuple[str, ...], calls: tuple[PlannedCall, ...]
+) -> tuple[str, ...]:
+    """A reply's content pieces when its calls leak as `fmt` markup: small pieces, so markers
+    are split across chunks (and UTF-8 tokens across bytes), after the preamble unless the
+    format must be the whole message."""
+    markup = _split_text(leak_markup(fmt, calls), 9)
+    return markup if fmt in WHOLE_MESSAGE_LEAKS else preamble + markup
+
+
 def leak_markup(fmt: str, calls: tuple[PlannedCall, ...]) -> str:
     """The text a model writes for `calls` when its server does not parse tool calls."""
-    if fmt == "kimi":
-        inner = "".join(
-            f"<|tool_call_begin|>functions.{c.name}:{i}<|tool_call_argument_begin|>"
-            f"{c.arguments}<|tool_call_end|>"
-            for i, c in enumerate(calls)
+    return _LEAKS[fmt](calls)
+
+
+def _leak_kimi(calls: tuple[PlannedCall, ...]) -> str:
+    inner = "".join(
+        f"<|tool_call_begin|>functions.{c.name}:{i}<|tool_call_argument_begin|>"
+        f"{c.arguments}<|tool_call_end|>"
+        for i, c in enumerate(calls)
+    )
+    return f"<|tool_calls_section_begin|>{inner}<|tool_calls_section_end|>"
+
+
+def _call_object(call: PlannedCall, key: str = "arguments") -> str:
+    """`{"name": ..., "arguments": {...}}` (or `"parameters"`), as models write a call."""
+    return f'{{"name": "{call.name}", "{key}": {call.arguments}}}'
+
+
+def _leak_hermes(calls: tuple[PlannedCall, ...]) -> str:
+    return "".join(f"<tool_call>\n{_call_object(c)}\n</tool_call>" for c in calls)
+
+
+def _leak_qwen3_coder(calls: tuple[PlannedCall, ...]) -> str:
+    out = []
+    for c in calls:
+        params = "".join(
+            f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in orjson.loads(c.arguments).items()
         )
-        return f"<|tool_calls_section_begin|>{inner}<|tool_calls_section_end|>"
-    if fmt == "hermes":
+        out.append(f"<tool_call>\n<function={c.name}>\n{params}</function>\n</tool_call>")
+    return "".join(out)
+
+
+def _leak_deepseek(calls: tuple[PlannedCall, ...]) -> str:
+    bar, sp = "\uff5c", "\u2581"
+    inner = "".join(
+        f"<{bar}tool{sp}call{sp}begin{bar}>{c.name}<{bar}tool{sp}sep{bar}>{c.arguments}"
+        f"<{bar}tool{sp}call{sp}end{bar}>"
+        for c in calls
+    )
+    return f"<{bar}tool{sp}calls{sp}begin{bar}>{inner}<{bar}tool{sp}calls{sp}end{bar}>"
+
+
+def _leak_llama(calls: tuple[PlannedCall, ...]) -> str:
+    return "<|python_tag|>" + _call_object(calls[0], "parameters")
+
+
+def _leak_mistral(calls: tuple[PlannedCall, ...]) -> str:
+    return f"[TOOL_CALLS][{', '.join(_call_object(c) for c in calls)}]"
+
+
+def _leak_json(calls: tuple[PlannedCall, ...]) -> str:
+    """The whole message is the call (Llama 3.x JSON tools, Hermes-2-Pro on some hosts)."""
+    if len(calls) == 1:
+        return _call_object(calls[0], "parameters")
+    return f"[{', '.join(_call_object(c) for c in calls)}]"
+
+
+def _leak_llama4(calls: tuple[PlannedCall, ...]) -> str:
+    items = ", ".join(_call_object(c, "parameters") for c in calls)
+    body = items if len(calls) == 1 else f"[{items}]"
+    return f"<|python_start|>{body}<|python_end|>"
+
+
+def _leak_llama4_pythonic(calls: tuple[PlannedCall, ...]) -> str:
+    def call(c: PlannedCall) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in orjson.loads(c.arguments).items())
+        return f"{c.name}({args})"
+
+    return f"<|python_start|>[{', '.join(call(c) for c in calls)}]<|python_end|>"
+
+
+def _leak_lmstudio(calls: tuple[PlannedCall, ...]) -> str:
+    return "".join(f"[TOOL_REQUEST]{_call_object(c)}[END_TOOL_REQUEST]" for c in calls)
+
+
+def _leak_glm(calls: tuple[PlannedCall, ...]) -> str:
+    def pairs(c: PlannedCall) -> str:
         return "".join(
-            f'<tool_call>\n{{"name": "{c.name}", "arguments": {c.arguments}}}\n</tool_call>'
-            for c in calls
+            f"<arg_key>{k}</arg_key>\n<arg_value>"
+            f"{v if isinstance(v, str) else orjson.dumps(v).decode()}</arg_value>\n"
+            for k, v in orjson.loads(c.arguments).items()
         )
-    if fmt == "qwen3-coder":
-        out = []
-        for c in calls:
-            params = "".join(
-                f"<parameter={k}>\n{v}\n</parameter>\n"
-                for k, v in orjson.loads(c.arguments).items()
-            )
-            out.append(f"<tool_call>\n<function={c.name}>\n{params}</function>\n</tool_call>")
-        return "".join(out)
-    if fmt == "deepseek":
-        bar, sp = "\uff5c", "\u2581"
-        inner = "".join(
-            f"<{bar}tool{sp}call{sp}begin{bar}>{c.name}<{bar}tool{sp}sep{bar}>{c.arguments}"
-            f"<{bar}tool{sp}call{sp}end{bar}>"
-            for c in calls
-        )
-        return f"<{bar}tool{sp}calls{sp}begin{bar}>{inner}<{bar}tool{sp}calls{sp}end{bar}>"
-    if fmt == "llama":
-        first = calls[0]
-        return f'<|python_tag|>{{"name": "{first.name}", "parameters": {first.arguments}}}'
-    items = ", ".join(f'{{"name": "{c.name}", "arguments": {c.arguments}}}' for c in calls)
-    return f"[TOOL_CALLS][{items}]"
+
+    return "".join(f"<tool_call>{c.name}\n{pairs(c)}</tool_call>" for c in calls)
+
+
+def _invoke(calls: tuple[PlannedCall, ...], tag: str, string_attr: bool) -> str:
+    out = []
+    for c in calls:
+        params = []
+        for k, v in orjson.loads(c.arguments).items():
+            is_str = isinstance(v, str)
+            attr = f' string="{"true" if is_str else "false"}"' if string_attr else ""
+            text = v if is_str else orjson.dumps(v).decode()
+            params.append(f'<{tag}parameter name="{k}"{attr}>{text}</{tag}parameter>\n')
+        out.append(f'<{tag}invoke name="{c.name}">\n{"".join(params)}</{tag}invoke>\n')
+    return "".join(out)
+
+
+def _leak_minimax(calls: tuple[PlannedCall, ...]) -> str:
+    return f"<minimax:tool_call>\n{_invoke(calls, '', False)}</minimax:tool_call>"
+
+
+def _leak_deepseek_dsml(calls: tuple[PlannedCall, ...]) -> str:
+    dsml = "\uff5cDSML\uff5c"
+    return f"<{dsml}function_calls>\n{_invoke(calls, dsml, True)}</{dsml}function_calls>"
+
+
+def _leak_harmony(calls: tuple[PlannedCall, ...]) -> str:
+    """gpt-oss with the server's harmony parser off: one commentary message per call."""
+    return "<|start|>assistant".join(
+        f"<|channel|>commentary to=functions.{c.name} <|constrain|>json<|message|>"
+        f"{c.arguments}<|call|>"
+        for c in calls
+    )
+
+
+_LEAKS: Mapping[str, Callable[[tuple[PlannedCall, ...]], str]] = MappingProxyType(
+    {
+        "kimi": _leak_kimi,
+        "hermes": _leak_hermes,
+        "qwen3-coder": _leak_qwen3_coder,
+        "deepseek": _leak_deepseek,
+        "llama": _leak_llama,
+        "mistral": _leak_mistral,
+        "json": _leak_json,
+        "llama4": _leak_llama4,
+        "llama4-pythonic": _leak_llama4_pythonic,
+        "lmstudio": _leak_lmstudio,
+        "glm": _leak_glm,
+        "minimax": _leak_minimax,
+        "harmony": _leak_harmony,
+        "deepseek-dsml": _leak_deepseek_dsml,
+    }
+)
 
 
 # --- shaping tool calls into deltas and messages ----------------------------------------------
