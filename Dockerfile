@@ -16,7 +16,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY proxy ./proxy
 # The scan is optional for a plain install (pure Python serves without it); the image insists.
 RUN python -m pip wheel --no-deps --wheel-dir /wheels . \

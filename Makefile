@@ -4,27 +4,37 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: run test lint typecheck unit bench soak fuzz clean
+.PHONY: run test lint typecheck unit agents bench soak fuzz clean
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	@echo "Creating $(VENV) and installing toolcall-proxy into it (the first time only)" >&2
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install -q --upgrade pip
 
 # The C source the editable install compiles in place (a change must rebuild it).
 NATIVE := proxy/chat/_sse_scan.c
 
+# A first install says nothing unless it fails. setuptools reports how an editable install is
+# wired as a warning ("Editable installation ..."), which pip prints on every install; it is
+# information only, so it is filtered for the install commands alone.
+QUIET_BUILD := PYTHONWARNINGS="ignore:Editable installation"
+
 # Runtime dependencies only (what `make run` needs).
-$(VENV)/.runtime: pyproject.toml $(NATIVE) | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
-	touch $@
+$(VENV)/.runtime: pyproject.toml setup.py $(NATIVE) | $(BIN)/python
+	@$(QUIET_BUILD) $(BIN)/python -m pip install -q -e .
+	@touch $@
 
 # Runtime plus the dev extra (linters, test runners, client SDKs).
-$(VENV)/.dev: pyproject.toml $(NATIVE) | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[dev]'
-	touch $(VENV)/.runtime $@
+$(VENV)/.dev: pyproject.toml setup.py $(NATIVE) | $(BIN)/python
+	@$(QUIET_BUILD) $(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(VENV)/.runtime $@
 
+# The server replaces the recipe's shell (exec), so Ctrl-C reaches it directly; it drains and
+# exits 0, and make has nothing to report.
 run: $(VENV)/.runtime
-	$(BIN)/toolcall-proxy serve
+	@echo "toolcall-proxy: the command line is $(BIN)/toolcall-proxy (or 'source $(BIN)/activate'" \
+		"to put it on PATH); Ctrl-C stops the server" >&2
+	@exec $(BIN)/toolcall-proxy serve
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check proxy tests bench soak fuzz
@@ -40,9 +50,21 @@ $(NODE_CLIENTS)/node_modules/.installed: $(NODE_CLIENTS)/package.json $(NODE_CLI
 	touch $@
 
 unit: $(VENV)/.dev $(NODE_CLIENTS)/node_modules/.installed
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest --ignore=tests/agents $(PYTEST_ARGS)
 
 test: lint typecheck unit
+
+# Coding-agent CLIs for tests/agents (opencode, pi, qwen-code and the Node 22 that qwen-code
+# needs), pinned by the committed package-lock.json; about 900 MB.
+AGENT_CLIS := tests/agents/node
+$(AGENT_CLIS)/node_modules/.installed: $(AGENT_CLIS)/package.json $(AGENT_CLIS)/package-lock.json
+	cd $(AGENT_CLIS) && npm ci --no-audit --no-fund
+	touch $@
+
+# Each agent through the proxy and straight to the simulator, every replay mode; prints the
+# agent x mode x replay id table and writes it to tests/agents/results/latest.md.
+agents: $(VENV)/.dev $(AGENT_CLIS)/node_modules/.installed
+	$(BIN)/pytest tests/agents $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -40,7 +40,7 @@ with atheris.instrument_imports(include=["proxy"]):
 from proxy.chat.decide import ResponseIds
 from proxy.chat.guard import GuardState
 from proxy.chat.history import translate_request
-from proxy.chat.sse_scan import MARKUP, USAGE, native_scan, scan_py
+from proxy.chat.sse_scan import CONTENT, MARKUP, USAGE, native_scan, scan_py
 from proxy.chat.stream import StreamSanitizer
 from tests.reliability import test_fuzz_core as properties
 from tests.reliability.invariants import check_stream
@@ -94,7 +94,7 @@ def scan_agreement(data: bytes) -> None:
     crashes (the C is not coverage-instrumented; its Python twin is)."""
     if native_scan is None:
         raise RuntimeError("proxy.chat._sse_scan is not compiled: reinstall the project")
-    for want in (0, USAGE | MARKUP):
+    for want in (0, USAGE | MARKUP, USAGE | CONTENT):
         native, reference = native_scan(data, want), scan_py(data, want)
         if native != reference:
             raise AssertionError(f"scan({data!r}, {want}): native {native}, python {reference}")

@@ -21,14 +21,14 @@ from proxy.asgi import (
     ASGIApp,
     ClientDisconnected,
     Receive,
+    RequestBody,
     Scope,
     Send,
     check_header_limits,
     header,
-    read_body,
     send_bytes,
-    send_error,
     send_json,
+    send_refusal,
     with_request_id,
 )
 from proxy.chat_handler import ChatHandler, ChatRequest
@@ -37,6 +37,7 @@ from proxy.cors import CORSMiddleware
 from proxy.errors import AuthenticationError, ClientRequestError, ProxyError, RequestTooLarge
 from proxy.observability import LOGGER, Metrics, RequestLog
 from proxy.server import ResponseProgress, end_for_shutdown
+from proxy.surfaces import CHAT_COMPLETIONS
 from proxy.upstream import (
     PROXY_KEY_HEADER,
     client_response_headers,
@@ -140,23 +141,19 @@ class ProxyApp:
             await self._simulator(inner, receive, send)
             return
         request_id = _request_id(scope)
+        request_body = RequestBody(receive, scope)
         prefix, rest = self._split(path)
-        if rest is None:
-            await send_error(
-                send,
-                ClientRequestError(
-                    f"no route for {path}; the API is under /v1", code="not_found", status=404
-                ),
-                request_id,
-            )
-            return
         try:
+            if rest is None:
+                raise ClientRequestError(
+                    f"no route for {path}; the API is under /v1", code="not_found", status=404
+                )
             check_header_limits(scope)  # 431: uvicorn+httptools bound neither count nor size
             self._authorize(scope)
         except ProxyError as exc:
-            await send_error(send, exc, request_id)
+            await send_refusal(send, exc, request_id, request_body)
             return
-        await self._serve(scope, receive, send, prefix, rest, request_id)
+        await self._serve(scope, request_body, receive, send, prefix, rest, request_id)
 
     def _split(self, path: str) -> tuple[str, str | None]:
         """`/v1/x` -> ("", "/x"); `/kimi/v1/x` -> ("/kimi", "/x") for a route prefix."""
@@ -187,7 +184,14 @@ class ProxyApp:
             raise AuthenticationError("the proxy key is not valid")
 
     async def _serve(
-        self, scope: Scope, receive: Receive, send: Send, prefix: str, rest: str, request_id: str
+        self,
+        scope: Scope,
+        request_body: RequestBody,
+        receive: Receive,
+        send: Send,
+        prefix: str,
+        rest: str,
+        request_id: str,
     ) -> None:
         method: str = scope["method"]
         log = RequestLog(request_id, "?", method, scope["path"])
@@ -202,8 +206,8 @@ class ProxyApp:
             declared = header(scope, b"content-length")
             if declared is not None and declared.isdigit() and int(declared) > limit:
                 raise RequestTooLarge(f"request body exceeds the limit of {limit} bytes")
-            raw = await read_body(receive, limit)
-            is_chat = method == "POST" and rest == "/chat/completions"
+            raw = await request_body.read(limit)
+            is_chat = method == "POST" and rest == CHAT_COMPLETIONS.path
             body = _parse_chat_body(raw) if is_chat else None
             model = body.get("model") if body is not None else None
             route = self.settings.route_for(prefix, model if isinstance(model, str) else None)
@@ -226,7 +230,7 @@ class ProxyApp:
             if exc.error_type == "upstream_error":
                 self.metrics.upstream_errors.labels(exc.code or "upstream").inc()
             log.fields["error"] = exc.code
-            await send_error(send, exc, request_id)
+            await send_refusal(send, exc, request_id, request_body)
         except asyncio.CancelledError:
             # Client disconnects are settled in _until_disconnect; what else cancels a request
             # task is the server stopping (the drain timeout, or uvicorn's own at its timeout).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -44,21 +45,82 @@ def header(scope: Scope, name: bytes) -> bytes | None:
     return None
 
 
-async def read_body(receive: Receive, limit: int) -> bytes:
-    """The whole request body, refusing more than `limit` bytes (SPEC §6: 413)."""
-    parts: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
+# A refusal (413, 401, 404, ...) sent while the client is still sending its body would reach
+# it only if the connection stayed open: a server that closes a socket with unread data makes
+# the kernel answer with a reset, and clients that send the whole body before reading (Python's
+# urllib and http.client; they also ask for `Connection: close`) then get ECONNRESET or EPIPE
+# instead of the answer. So, like nginx's lingering close, the proxy sends the answer, then
+# reads and drops the rest of the body before the response ends and the server closes the
+# connection; but only this much and this long, so a client cannot hold a connection open or
+# make the proxy read forever: four times the default body limit, and the time a client on a
+# slow link would take to finish sending a body a little over the limit.
+LINGER_MAX_BYTES = 128 * 1024 * 1024
+LINGER_SECONDS = 10.0
+
+
+class RequestBody:
+    """The request body, read through `receive`: it remembers whether the body has ended, so
+    a refusal can read and drop the rest first (`send_refusal`)."""
+
+    __slots__ = ("_receive", "_scope", "ended", "started")
+
+    def __init__(self, receive: Receive, scope: Scope) -> None:
+        self._receive = receive
+        self._scope = scope
+        self.ended = False
+        self.started = False  # receive() was called (the server sent any 100 Continue)
+
+    @property
+    def announced(self) -> bool:
+        """HTTP/1.1: without Content-Length or Transfer-Encoding there is no body to wait for
+        when refusing (it is still read through `receive`, as ASGI delivers it)."""
+        if header(self._scope, b"transfer-encoding") is not None:
+            return True
+        length = header(self._scope, b"content-length")
+        return length is not None and length.strip() not in (b"", b"0")
+
+    @property
+    def expects_continue(self) -> bool:
+        return (header(self._scope, b"expect") or b"").lower() == b"100-continue"
+
+    async def _next(self) -> bytes:
+        self.started = True
+        message = await self._receive()
         if message["type"] == "http.disconnect":
+            self.ended = True  # nothing more will come
             raise ClientDisconnected
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise RequestTooLarge(f"request body exceeds the limit of {limit} bytes")
-        parts.append(chunk)
         if not message.get("more_body", False):
-            return b"".join(parts)
+            self.ended = True
+        return bytes(message.get("body", b""))
+
+    async def read(self, limit: int) -> bytes:
+        """The whole body, refusing more than `limit` bytes (SPEC §6: 413)."""
+        parts: list[bytes] = []
+        size = 0
+        self.started = True
+        while not self.ended:  # _next() inlined: this runs for every request
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                self.ended = True
+                raise ClientDisconnected
+            self.ended = not message.get("more_body", False)
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise RequestTooLarge(f"request body exceeds the limit of {limit} bytes")
+            parts.append(chunk)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    async def discard(self) -> bool:
+        """Read and drop the rest of the body, within the linger limits; True if it ended."""
+        dropped = 0
+        try:
+            async with asyncio.timeout(LINGER_SECONDS):
+                while not self.ended and dropped <= LINGER_MAX_BYTES:
+                    dropped += len(await self._next())
+        except (TimeoutError, ClientDisconnected):
+            return False
+        return self.ended
 
 
 async def send_json(
@@ -83,6 +145,28 @@ async def send_bytes(
 
 async def send_error(send: Send, error: ProxyError, request_id: str) -> None:
     await send_json(send, error.status, error.body(), [(b"x-request-id", request_id.encode())])
+
+
+async def send_refusal(send: Send, error: ProxyError, request_id: str, body: RequestBody) -> None:
+    """`error` as the answer to a request whose body may still be arriving (see LINGER_*)."""
+    if body.ended or not body.announced:
+        await send_error(send, error, request_id)
+        return
+    payload = error.json_bytes()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"x-request-id", request_id.encode()),
+        (b"content-length", str(len(payload)).encode()),
+        (b"connection", b"close"),  # the rest of the body is not read past the limits
+    ]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    # The answer leaves at once (a client that reads while it sends has it now); only the
+    # response's end, after which the server closes the connection, waits for the body.
+    await send({"type": "http.response.body", "body": payload, "more_body": True})
+    # A client that asked `Expect: 100-continue` and was not told to go on sends nothing more.
+    if body.started or not body.expects_continue:
+        await body.discard()
+    await send({"type": "http.response.body", "body": b""})
 
 
 def with_request_id(

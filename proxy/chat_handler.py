@@ -9,30 +9,34 @@ failures into the errors of SPEC §6.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
 import httpx
-import orjson
 
-from proxy.asgi import Send, send_bytes, send_json, with_request_id
-from proxy.chat.decide import ResponseIds
-from proxy.chat.guard import GuardState, Replay, build_followup
-from proxy.chat.history import HistoryFacts, translate_request
-from proxy.chat.message import merge_continuation, sanitize_completion
+from proxy.asgi import Send, with_request_id
+from proxy.chat.exchange import (
+    ChatExchange,
+    ExchangeEvent,
+    Forward,
+    LoopDetected,
+    OpenFollowup,
+    RouteRules,
+    UpstreamBroken,
+)
+from proxy.chat.guard import Replay
 from proxy.chat.notes import Note
-from proxy.chat.stream import Carry, StreamPhase, StreamSanitizer, add_usage
+from proxy.client_writer import ClientWriter, EventStreamWriter, MessageWriter
 from proxy.config import Route
 from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
-from proxy.jsontext import dumps
 from proxy.observability import LOGGER, Metrics, RequestLog, log_decisions
 from proxy.sse import SSEFramingError
 from proxy.upstream import (
     client_response_headers,
     iter_body,
     map_upstream_errors,
-    read_body,
     relay,
     timeouts,
 )
@@ -43,26 +47,6 @@ SSE_HEADERS = [
 ]
 
 
-class ClientStream:
-    """The client's event stream. Its head leaves with the first bytes, never before (SPEC §5:
-    until then a replay loop can still be answered as an HTTP 422)."""
-
-    __slots__ = ("_headers", "_send", "started")
-
-    def __init__(self, send: Send, headers: list[tuple[bytes, bytes]]):
-        self._send = send
-        self._headers = headers
-        self.started = False
-
-    async def write(self, body: bytes, *, more: bool = True) -> None:
-        if not self.started:
-            self.started = True
-            await self._send(
-                {"type": "http.response.start", "status": 200, "headers": self._headers}
-            )
-        await self._send({"type": "http.response.body", "body": body, "more_body": more})
-
-
 @dataclass(slots=True)
 class ChatRequest:
     route: Route
@@ -70,8 +54,6 @@ class ChatRequest:
     headers: list[tuple[bytes, bytes]]
     request_id: str
     log: RequestLog
-    # The client's response body was ended (its last message sent); nothing may follow.
-    body_ended: bool = False
 
 
 class ChatHandler:
@@ -81,28 +63,45 @@ class ChatHandler:
 
     async def handle(self, req: ChatRequest, send: Send, raw: bytes, body: dict[str, Any]) -> int:
         """Serve one chat completion; returns the status sent to the client."""
-        route = req.route
-        translated = translate_request(body, route.dialect)
-        guard = GuardState(enabled=route.replay_guard, max_followups=route.max_followups)
+        exchange = ChatExchange(body, raw, rules_for(req.route), entropy=os.urandom)
         req.log.fields.update(
             model=body.get("model"),
             stream=body.get("stream") is True,
-            dialect=translated.facts.dialect,
+            dialect=exchange.facts.dialect,
         )
-        response = await self._open(req, translated.to_bytes(raw))
+        response = await self._open(req, exchange.upstream_request)
         try:
-            status = response.status_code
-            content_type = response.headers.get("content-type", "")
-            if not 200 <= status < 300:
+            writer = self._writer(req, send, response)
+            if writer is None:
                 return await self._relay(req, response, send)
-            ids = ResponseIds(translated.facts, route.ids, guard)
-            if "text/event-stream" in content_type:
-                return await self._stream(req, send, response, ids, translated.body)
-            if "json" in content_type or not content_type:
-                return await self._complete(req, send, response, ids, translated.body)
-            return await self._relay(req, response, send)
+            if writer.streaming:
+                self.metrics.active_streams.inc()
+            try:
+                return await self._rounds(req, exchange, writer, response)
+            finally:
+                if writer.streaming:
+                    self.metrics.active_streams.dec()
+                self._record(req, exchange)
         finally:
             await response.aclose()
+
+    @staticmethod
+    def _writer(req: ChatRequest, send: Send, response: httpx.Response) -> ClientWriter | None:
+        """How this answer reaches the client; None: relayed as it came (SPEC §6)."""
+        if not 200 <= response.status_code < 300:
+            return None
+        content_type = response.headers.get("content-type", "")
+        if "text/event-stream" in content_type:
+            headers = _rewritten_body_headers(response, (b"content-type", b"cache-control"))
+            return EventStreamWriter(
+                send, with_request_id([*SSE_HEADERS, *headers], req.request_id)
+            )
+        if "json" in content_type or not content_type:
+            headers = _rewritten_body_headers(response, (b"content-type",))
+            return MessageWriter(
+                send, response.status_code, with_request_id(headers, req.request_id)
+            )
+        return None
 
     async def _open(self, req: ChatRequest, content: bytes) -> httpx.Response:
         request = self.client.build_request(
@@ -171,233 +170,170 @@ class ChatHandler:
             },
         )
 
-    # -- streaming ------------------------------------------------------------------------------
+    def _record(self, req: ChatRequest, exchange: ChatExchange) -> None:
+        notes, non_json = exchange.report()
+        if notes:
+            self._notes(req, notes)
+        if non_json:
+            req.log.fields["non_json_events"] = non_json
 
-    async def _stream(
+    # -- the rounds: one loop, streaming or not ---------------------------------------------------
+
+    async def _rounds(
         self,
         req: ChatRequest,
-        send: Send,
+        exchange: ChatExchange,
+        writer: ClientWriter,
         response: httpx.Response,
-        ids: ResponseIds,
-        upstream_body: dict[str, Any],
     ) -> int:
-        headers = _rewritten_body_headers(response, (b"content-type", b"cache-control"))
-        client = ClientStream(send, with_request_id([*SSE_HEADERS, *headers], req.request_id))
-        self.metrics.active_streams.inc()
-        try:
-            await self._pump_rounds(req, client, response, ids, upstream_body)
-        finally:
-            self.metrics.active_streams.dec()
-        if not req.body_ended:
-            await client.write(b"", more=False)
-        return 200
-
-    async def _pump_rounds(
-        self,
-        req: ChatRequest,
-        client: ClientStream,
-        response: httpx.Response,
-        ids: ResponseIds,
-        upstream_body: dict[str, Any],
-    ) -> None:
-        text_calls = req.route.text_tool_calls == "auto"
-        core = StreamSanitizer(ids, text_tool_calls=text_calls)
-        facts = ids.facts
+        """Feed the exchange each round's body and act on what it says (SPEC §5)."""
         followup_response: httpx.Response | None = None
         try:
             while True:
-                if not await self._pump(req, client, response, core):
-                    return
-                followup = core.followup
+                exchange.begin_round(stream=writer.streaming)
+                followup = await self._round(req, exchange, writer, response)
                 if followup is None:
-                    return
+                    if not writer.ended:
+                        await writer.close()
+                    return writer.status
+                self._answered(req, list(followup.replays))
                 try:
-                    upstream_body, facts = build_followup(
-                        upstream_body, facts, ids.guard, followup.content, followup.replays
-                    )
-                except ReplayLoopDetected as exc:
-                    self._tripped(req, exc)
-                    await self._loop_error(client, exc)
-                    return
-                self._answered(req, followup.replays)
-                ids = ResponseIds(facts, req.route.ids, ids.guard)
-                core = StreamSanitizer(ids, carry=followup.carry, text_tool_calls=text_calls)
-                try:
-                    # jsontext.dumps: a valid history nested past 254 levels must not raise
-                    followup_response = response = await self._open(req, dumps(upstream_body))
+                    followup_response = response = await self._open(req, followup.body)
                 except ProxyError as exc:
-                    await self._stream_error(req, client, exc)
-                    return
-                if (
-                    not 200 <= response.status_code < 300
-                    or "text/event-stream" not in response.headers.get("content-type", "")
-                ):
-                    # Its body is not read: a failure there would escape unmapped, and the
-                    # transport closes a connection whose body was left unread.
-                    await self._stream_error(
-                        req,
-                        client,
-                        UpstreamStreamError(
-                            f"the upstream answered the follow-up request with HTTP {response.status_code}"
-                        ),
-                    )
-                    return
+                    await self._fail(req, writer, exc)
+                    return writer.status
+                if not await self._accepted(req, writer, response):
+                    return writer.status if writer.streaming else response.status_code
         finally:
             if followup_response is not None:
                 await followup_response.aclose()
 
-    @staticmethod
-    async def _loop_error(client: ClientStream, exc: ReplayLoopDetected) -> None:
-        """SPEC §5: before the first byte, the loop is a plain HTTP 422 (raised to the app,
-        which answers it, so agents that retry a stream's error event do not retry it);
-        after it, an error event ends the stream."""
-        if not client.started:
-            raise exc
-        await client.write(exc.sse_bytes())
+    async def _accepted(
+        self, req: ChatRequest, writer: ClientWriter, response: httpx.Response
+    ) -> bool:
+        """Is a follow-up's answer one the round can read? If not, the client is told."""
+        ok = 200 <= response.status_code < 300
+        if ok and not writer.streaming:
+            return True  # a body that is not a JSON object is the exchange's to refuse
+        if ok and "text/event-stream" in response.headers.get("content-type", ""):
+            return True
+        if writer.streaming:
+            # Its body is not read: a failure there would escape unmapped, and the transport
+            # closes a connection whose body was left unread.
+            await self._fail(
+                req,
+                writer,
+                UpstreamStreamError(
+                    f"the upstream answered the follow-up request with HTTP {response.status_code}"
+                ),
+            )
+        else:
+            await self._relay(req, response, writer.send)
+        return False
 
-    async def _pump(
+    async def _round(
         self,
         req: ChatRequest,
-        client: ClientStream,
+        exchange: ChatExchange,
+        writer: ClientWriter,
         response: httpx.Response,
-        core: StreamSanitizer,
-    ) -> bool:
-        """Forward one upstream round; False when the stream ended with an error."""
+    ) -> OpenFollowup | None:
+        """One upstream body through the exchange; the follow-up it asks for, if any."""
         chunks = iter_body(response, decoded=True)
         try:
             async for chunk in chunks:
-                out = core.feed(chunk)
-                if core.error is not None:
-                    break  # the loop is answered below, with whatever came before it
-                if out:
-                    # When `[DONE]` goes out, the client's body ends in the same write rather
-                    # than after the upstream's own end: nothing after `[DONE]` is forwarded.
-                    done = core.phase is StreamPhase.DONE and core.followup is None
-                    await client.write(out[0] if len(out) == 1 else b"".join(out), more=not done)
-                    if done:
-                        req.body_ended = True
-                        req.log.mark_response_end()
-                        await _drain(chunks)
-                        break
-                if core.notes:
-                    self._notes(req, core.notes)
-            else:
-                out = core.end()
-                if out and core.error is None:
-                    await client.write(b"".join(out))
+                events = exchange.feed(chunk)
+                if not events:
+                    continue
+                if len(events) == 1 and type(first := events[0]) is bytes:
+                    await writer.write(first)  # the hot path: a stream goes on
+                    continue
+                if (step := await self._act(req, writer, events)) is not None:
+                    await _drain(chunks)  # the rest is not needed; read it for the pool
+                    return step if isinstance(step, OpenFollowup) else None
+            step = await self._act(req, writer, exchange.end())
+            return step if isinstance(step, OpenFollowup) else None
         except SSEFramingError as exc:
-            await self._stream_error(req, client, UpstreamStreamError(str(exc)))
-            return False
+            await self._fail(req, writer, UpstreamStreamError(str(exc)))
         except UpstreamStreamError as exc:
-            await self._stream_error(req, client, exc)
-            return False
+            await self._fail(req, writer, exc)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # our bug
             LOGGER.exception(
                 "core failed on upstream data", extra={"fields": {"request_id": req.request_id}}
             )
-            await self._stream_error(
+            await self._fail(
                 req,
-                client,
+                writer,
                 ProxyError(
                     f"the proxy could not process the upstream stream ({type(exc).__name__})",
                     code="proxy_internal_error",
                 ),
             )
-            return False
         finally:
             await chunks.aclose()
-        self._notes(req, core.notes)
-        if core.non_json_events:
-            req.log.fields["non_json_events"] = (
-                req.log.fields.get("non_json_events", 0) + core.non_json_events
-            )
-        if core.error is not None:
-            self._tripped(req, core.error)
-            # What the core released with the error (content before the loop) goes first.
-            if not core.nothing_released:
-                await client.write(b"".join(out))
-            else:
-                await self._loop_error(client, core.error)
-            return False
-        return True
+        return None
 
-    async def _stream_error(self, req: ChatRequest, client: ClientStream, exc: ProxyError) -> None:
-        self.metrics.stream_failed(req.log, exc)
-        await client.write(exc.sse_bytes())
+    async def _act(
+        self, req: ChatRequest, writer: ClientWriter, events: list[ExchangeEvent]
+    ) -> OpenFollowup | _RoundOver | None:
+        """Carry out the exchange's events; None while the round goes on."""
+        for event in events:
+            match event:
+                case bytes():
+                    await writer.write(event)
+                case Forward(data=data, last=last):
+                    await writer.write(data, last=last)
+                    if last:
+                        # The client's body ended (a stream's with `[DONE]`): the rest of the
+                        # upstream's is not forwarded, and the request's duration ends here.
+                        if writer.streaming:
+                            req.log.mark_response_end()
+                        return ROUND_OVER
+                case OpenFollowup():
+                    return event
+                case LoopDetected(error=error):
+                    self._tripped(req, error)
+                    await writer.stop_loop(error)
+                    return ROUND_OVER
+                case UpstreamBroken(error=error):
+                    await writer.fail(error)
+                    return ROUND_OVER
+                case _:
+                    assert_never(event)
+        return None
 
-    # -- non-streaming --------------------------------------------------------------------------
+    async def _fail(self, req: ChatRequest, writer: ClientWriter, exc: ProxyError) -> None:
+        if writer.streaming:
+            self.metrics.stream_failed(req.log, exc)
+        await writer.fail(exc)
 
-    async def _complete(
-        self,
-        req: ChatRequest,
-        send: Send,
-        response: httpx.Response,
-        ids: ResponseIds,
-        upstream_body: dict[str, Any],
-    ) -> int:
-        headers = _rewritten_body_headers(response, (b"content-type",))
-        headers = with_request_id(headers, req.request_id)
-        raw = await read_body(response)
-        try:
-            parsed = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            parsed = None
-        if not isinstance(parsed, dict):
-            await send_bytes(
-                send, response.status_code, raw, [(b"content-type", b"application/json"), *headers]
-            )
-            return response.status_code
-        carry: Carry | None = None
-        content_before = ""
-        facts: HistoryFacts = ids.facts
-        while True:
-            try:
-                result = sanitize_completion(
-                    parsed, ids, text_tool_calls=req.route.text_tool_calls == "auto"
-                )
-            except ReplayLoopDetected as exc:
-                self._tripped(req, exc)
-                raise
-            self._notes(req, result.notes)
-            if not result.replays:
-                if carry is not None:
-                    parsed = merge_continuation(carry, content_before, parsed)
-                break
-            if carry is None:
-                carry = Carry(parsed.get("id"), parsed.get("created"), parsed.get("model"))
-            carry.usage = add_usage(carry.usage, parsed.get("usage"))
-            content_before += result.content
-            try:
-                upstream_body, facts = build_followup(
-                    upstream_body, facts, ids.guard, result.content, result.replays
-                )
-            except ReplayLoopDetected as exc:
-                self._tripped(req, exc)
-                raise
-            self._answered(req, result.replays)
-            ids = ResponseIds(facts, req.route.ids, ids.guard)
-            followup = await self._open(req, dumps(upstream_body))
-            try:
-                if not 200 <= followup.status_code < 300:
-                    return await self._relay(req, followup, send)
-                body = await read_body(followup)
-            finally:
-                await followup.aclose()
-            try:
-                parsed = orjson.loads(body)
-            except orjson.JSONDecodeError:
-                parsed = None
-            if not isinstance(parsed, dict):
-                raise UpstreamStreamError(
-                    "the upstream answered the follow-up with a body that is not a JSON object"
-                )
-        if not result.changed and carry is None:
-            await send_bytes(
-                send, response.status_code, raw, [(b"content-type", b"application/json"), *headers]
-            )
-        else:
-            await send_json(send, response.status_code, parsed, headers)
-        return response.status_code
+
+class _RoundOver:
+    """What _act returns when the response ended (written whole, or stopped)."""
+
+
+ROUND_OVER = _RoundOver()
+
+
+# A route's tool-call rules, built once per route (routes are fixed at start-up). Keyed by
+# identity: hashing and comparing a Route's twelve fields per request cost more than building.
+_RULES: dict[int, tuple[Route, RouteRules]] = {}
+
+
+def rules_for(route: Route) -> RouteRules:
+    cached = _RULES.get(id(route))
+    if cached is not None and cached[0] is route:
+        return cached[1]
+    rules = RouteRules(
+        ids=route.ids,
+        dialect=route.dialect,
+        replay_guard=route.replay_guard,
+        max_followups=route.max_followups,
+        text_tool_calls=route.text_tool_calls == "auto",
+    )
+    if len(_RULES) < 1024:  # bounded: tests build many apps, production a handful of routes
+        _RULES[id(route)] = (route, rules)
+    return rules
 
 
 # After the client's body ended, the rest of the upstream's body is read (and dropped) so its

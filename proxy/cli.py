@@ -1,4 +1,4 @@
-"""Command line: `toolcall-proxy serve | simulate | sanitize | check-config`.
+"""Command line: `toolcall-proxy serve | simulate | sanitize | check-config | doctor`.
 
 Every `serve` flag can also be given as `TOOLCALL_PROXY_<FLAG>` (dashes as underscores); a flag
 on the command line wins over the environment, which wins over the YAML file.
@@ -39,6 +39,7 @@ from proxy.config import (
     parse_number,
     upstream_base_url,
 )
+from proxy.doctor.cli import add_doctor_parser, run_doctor
 
 ENV_PREFIX = "TOOLCALL_PROXY_"
 # uvicorn's exit status when the server could not start (port in use, app failed to load).
@@ -55,6 +56,7 @@ examples:
   toolcall-proxy simulate --port 9000
   toolcall-proxy sanitize capture.sse --request request.json --explain
   toolcall-proxy check-config routes.yaml
+  toolcall-proxy doctor --upstream https://api.moonshot.ai/v1 --model kimi-k2 --upstream-key-env MOONSHOT_API_KEY
 """
 
 
@@ -128,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     sanitize.add_argument("--text-tool-calls", choices=("auto", "off"), default="auto")
     check = sub.add_parser("check-config", help="validate a YAML routes file")
     check.add_argument("file")
+    add_doctor_parser(sub)
     return parser
 
 
@@ -275,20 +278,17 @@ def _serve(args: argparse.Namespace, argv: Sequence[str]) -> int:
     settings = build_settings(args)
     from proxy.app import create_app
     from proxy.observability import configure_logging, uvicorn_log_config
-    from proxy.server import DrainingServer, graceful_timeout
+    from proxy.server import DrainingServer, OpenAIErrorHttpProtocol, graceful_timeout
+    from proxy.startup import startup_lines
 
     configure_logging(settings.log_level)
-    if settings.simulated:
-        print(
-            f"toolcall-proxy: no upstream configured; serving the built-in simulated provider "
-            f"(a Kimi-like upstream that reuses ids) on http://{settings.host}:{settings.port}/v1",
-            file=sys.stderr,
-        )
+    for line in startup_lines(settings):
+        print(line, file=sys.stderr)
     common: dict[str, Any] = {
         "host": settings.host,
         "port": settings.port,
         "loop": "uvloop",
-        "http": "httptools",
+        "http": OpenAIErrorHttpProtocol,  # httptools, with malformed heads in the SPEC §6 shape
         "log_level": settings.log_level if settings.log_level != "debug" else "info",
         "access_log": False,
         "log_config": uvicorn_log_config(),
@@ -373,6 +373,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from proxy.sanitize_cli import run_sanitize
 
             return run_sanitize(args)
+        if args.command == "doctor":
+            return run_doctor(args)
         return _check_config(args)
     except ConfigError as exc:
         print(f"toolcall-proxy: configuration error: {exc}", file=sys.stderr)

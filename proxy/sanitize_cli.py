@@ -25,23 +25,9 @@ READ_SIZE = 64 * 1024
 
 
 def run_sanitize(args: argparse.Namespace) -> int:
-    request: dict[str, Any] = {"messages": []}
-    if args.request:
-        try:
-            loaded = orjson.loads(Path(args.request).read_bytes())
-        except (OSError, orjson.JSONDecodeError) as exc:
-            print(
-                f"toolcall-proxy sanitize: cannot read request {args.request}: {exc}",
-                file=sys.stderr,
-            )
-            return 2
-        if not isinstance(loaded, dict) or not isinstance(loaded.get("messages"), list):
-            print(
-                "toolcall-proxy sanitize: the request must be a JSON object with a messages list",
-                file=sys.stderr,
-            )
-            return 2
-        request = loaded
+    request = _load_request(args.request) if args.request else {"messages": []}
+    if request is None:
+        return 2
     translated = translate_request(request, args.dialect)
     if args.explain:
         for item in translated.translations:
@@ -69,18 +55,38 @@ def run_sanitize(args: argparse.Namespace) -> int:
     out.write(b"".join(core.end()))
     out.flush()
     _explain(core, args.explain)
-    if core.followup is not None and args.explain:
-        for replay in core.followup.replays:
-            print(
-                f"replay: {replay.name} id {replay.raw_id!r} (matched the {replay.form} of "
-                f"{replay.client_id or 'an answered call'!r}) would be answered by the proxy "
-                "with a synthetic tool message and a follow-up request",
-                file=sys.stderr,
-            )
+    if args.explain:
+        _explain_followup(core)
     if core.error is not None:
         print(f"toolcall-proxy sanitize: {core.error.message}", file=sys.stderr)
         return 1
     return 0
+
+
+def _load_request(path: str) -> dict[str, Any] | None:
+    """The request the capture answered (None, with the reason printed, when unusable)."""
+    try:
+        loaded = orjson.loads(Path(path).read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        print(f"toolcall-proxy sanitize: cannot read request {path}: {exc}", file=sys.stderr)
+        return None
+    if not isinstance(loaded, dict) or not isinstance(loaded.get("messages"), list):
+        print(
+            "toolcall-proxy sanitize: the request must be a JSON object with a messages list",
+            file=sys.stderr,
+        )
+        return None
+    return loaded
+
+
+def _explain_followup(core: StreamSanitizer) -> None:
+    for replay in core.followup.replays if core.followup is not None else ():
+        print(
+            f"replay: {replay.name} id {replay.raw_id!r} (matched the {replay.form} of "
+            f"{replay.client_id or 'an answered call'!r}) would be answered by the proxy "
+            "with a synthetic tool message and a follow-up request",
+            file=sys.stderr,
+        )
 
 
 def _explain(core: StreamSanitizer, enabled: bool) -> None:

@@ -14,6 +14,9 @@ left, and only then sends `lifespan.shutdown`. The app would learn about the shu
   every request still open with the `shutting_down` error (SPEC §6 shape: an SSE `error` event
   when the stream has started, a 503 otherwise), so clients see why their stream stopped.
 - uvicorn's own cancellation is the backstop, `BACKSTOP_SECONDS` after the drain timeout.
+- A stop asked for by SIGINT or SIGTERM and carried out is a success: the process exits 0.
+  uvicorn would raise the signal again once it has stopped, so that Ctrl-C ended in a
+  KeyboardInterrupt traceback and `make run` reported `*** [run] Interrupt`.
 
 The app does not depend on this server: `ProxyApp` also treats a cancellation of a request
 task that is not a client disconnect as the server stopping, so with uvicorn's stock server
@@ -24,15 +27,18 @@ at `timeout_graceful_shutdown`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any, Protocol, runtime_checkable
 
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from proxy.asgi import Message, Send, send_error
-from proxy.errors import ProxyError
+from proxy.errors import ClientRequestError, ProxyError
 from proxy.observability import LOGGER
 
 # uvicorn cancels what is still running this long after the app's own drain timeout.
@@ -141,6 +147,13 @@ class DrainingServer(uvicorn.Server):
         if app is not None:
             app.start_draining()
 
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        with super().capture_signals():
+            yield
+            # Served to the end of an orderly stop: nothing left to re-raise (see the module doc).
+            self._captured_signals.clear()
+
     async def shutdown(self, sockets: Any = None) -> None:
         app = self._drainable()
         timer: asyncio.TimerHandle | None = None
@@ -164,6 +177,41 @@ class DrainingServer(uvicorn.Server):
                 timer.cancel()
 
 
+class OpenAIErrorHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, answering a request it cannot parse in the OpenAI error
+    shape (SPEC §6) instead of its plain-text 400.
+
+    A malformed request line or head (bare CR or LF, NUL, obsolete line folding, a bad
+    chunked body) never reaches the app: httptools raises in `data_received`, and uvicorn
+    writes `400 Invalid HTTP request received.` as text/plain and closes. That answer is the
+    one hook uvicorn gives (`send_400_response`), so this class (passed as uvicorn's `http`
+    setting) overrides it and nothing else.
+    """
+
+    def send_400_response(self, msg: str) -> None:
+        cycle = self.cycle
+        if cycle is not None and cycle.response_started and not cycle.response_complete:
+            self.transport.close()  # a second response cannot go into the middle of one
+            return
+        body = MALFORMED_REQUEST.json_bytes()
+        head = [b"HTTP/1.1 400 Bad Request\r\n"]
+        for name, value in self.server_state.default_headers:
+            head += [name, b": ", value, b"\r\n"]
+        head += [
+            b"content-type: application/json\r\n",
+            b"content-length: %d\r\n" % len(body),
+            b"connection: close\r\n\r\n",
+        ]
+        self.transport.write(b"".join(head) + body)
+        self.transport.close()
+
+
+MALFORMED_REQUEST = ClientRequestError(
+    "Invalid HTTP request: the request line, headers or chunked body could not be parsed.",
+    code="invalid_http_request",
+)
+
+
 def _cut(app: Drainable) -> None:
     count = app.cut_open_requests()
     LOGGER.log(
@@ -177,6 +225,7 @@ __all__ = [
     "BACKSTOP_SECONDS",
     "Drainable",
     "DrainingServer",
+    "OpenAIErrorHttpProtocol",
     "ResponseProgress",
     "ShuttingDown",
     "end_for_shutdown",

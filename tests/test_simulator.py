@@ -346,6 +346,41 @@ async def test_restarted_replay_comes_back_under_the_response_counter(sim: Sim) 
     assert (again.calls[0]["id"], args_of(again.calls)) == ("run_shell_command_0", ROUND2)
 
 
+async def test_a_scripted_prompt_sets_each_round_and_replay_after_picks_the_replay(
+    sim: Sim,
+) -> None:
+    client, _ = sim
+    # One step per line, anywhere in any user message (as text parts too); other lines and
+    # malformed steps are not steps.
+    script = (
+        'Do this:\nstep: list {"path": "/w"}\nstep: shell {"cmd": "echo a >> log"}\n'
+        'step: broken {not json}\nstep: write {"path": "/w/o", "content": "x"}'
+    )
+    user = {"role": "user", "content": [{"type": "text", "text": script}]}
+    messages: list[JSON] = [{"role": "user", "content": "context"}, user]
+    steps = []
+    for _ in range(6):
+        s = await stream(client, "reference", messages, tools=[SHELL, READ])
+        if not s.calls:
+            break
+        head, *rest = s.calls
+        steps.append((head["function"]["name"], orjson.loads(args_of(rest))))
+        messages += answered(head["id"], args_of(rest), head["function"]["name"])
+    assert steps == [
+        ("list", {"path": "/w"}),
+        ("shell", {"cmd": "echo a >> log"}),
+        ("write", {"path": "/w/o", "content": "x"}),
+    ]
+    assert s.content == "All 3 rounds done."  # the script's length replaces `rounds`
+    # replay_after=2 replays round 2's call (the shell step) instead of round 1's.
+    assert profile_for_model("replay-once+replay_after=2").replay_after == 2
+    two_rounds = [{"role": "user", "content": script}, *answered("a_1", '{"path": "/w"}', "list")]
+    two_rounds += answered("a_2", '{"cmd": "echo a >> log"}', "shell")
+    replay = (await stream(client, "replay-once+replay_after=2", two_rounds)).calls
+    assert (replay[0]["id"], orjson.loads(args_of(replay))) == ("a_2", {"cmd": "echo a >> log"})
+    assert (await stream(client, "replay-once", two_rounds[:3])).calls[0]["id"] == "a_1"
+
+
 async def test_replay_loop_and_mixed(sim: Sim) -> None:
     client, _ = sim
     history = [USER, *answered("a_1", ROUND1), *answered("a_2", ROUND1)]

@@ -10,8 +10,8 @@
  *
  * scan(data: bytes, want: int) -> int, flags as below (the same values and the same rules as
  * sse_scan.py): 0 unless PLAIN; then PLAIN with at most one of TOOL_CALLS and LIVE_FINISH
- * (checked in that order, the first found ends the scan), else PLAIN plus USAGE and MARKUP,
- * each looked for only when `want` asks.
+ * (checked in that order, the first found ends the scan), else PLAIN plus USAGE, MARKUP and
+ * CONTENT, each looked for only when `want` asks.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -22,6 +22,7 @@
 #define LIVE_FINISH 4  /* a `"finish_reason"` not followed by `:null` */
 #define USAGE 8        /* `"usage"` occurs */
 #define MARKUP 16      /* `<`, `[T`, `["` or `\u003c` occurs */
+#define CONTENT 32     /* a `"content"` key holds a non-empty string */
 
 static int
 contains(const char *data, Py_ssize_t size, const char *needle, size_t length)
@@ -98,6 +99,37 @@ has_markup(const char *data, Py_ssize_t size)
     return contains(data, size, "\\u003c", 6);
 }
 
+static const char *
+skip_json_space(const char *at, const char *end)
+{
+    while (at < end && (*at == ' ' || *at == '\t' || *at == '\r' || *at == '\n')) {
+        at++;
+    }
+    return at;
+}
+
+static int
+has_content(const char *data, Py_ssize_t size)
+{
+    /* `"content"`, JSON whitespace, `:`, JSON whitespace, `"`, then anything but `"`. */
+    static const char KEY[] = "\"content\"";
+    const size_t key_len = sizeof(KEY) - 1;
+    const char *end = data + size;
+    const char *found = data;
+
+    while ((found = memmem(found, (size_t)(end - found), KEY, key_len)) != NULL) {
+        const char *at = skip_json_space(found + key_len, end);
+        if (at < end && *at == ':') {
+            at = skip_json_space(at + 1, end);
+            if (at + 1 < end && at[0] == '"' && at[1] != '"') {
+                return 1;
+            }
+        }
+        found++; /* the closing quote may open the next occurrence */
+    }
+    return 0;
+}
+
 static PyObject *
 scan(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -129,6 +161,9 @@ scan(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     }
     if ((want & MARKUP) && has_markup(data, size)) {
         flags |= MARKUP;
+    }
+    if ((want & CONTENT) && has_content(data, size)) {
+        flags |= CONTENT;
     }
     return PyLong_FromLong(flags);
 }

@@ -68,7 +68,12 @@ class Choices:
         self.replays_only = False  # a choice finished whose only calls were replays
 
     def holding_text(self) -> bool:
-        return any(s.scanner is not None and s.scanner.holding for s in self._states.values())
+        """Must some choice's text-call scanner see all content? No content seen yet counts
+        too: the whole message may be one JSON call."""
+        for state in self._states.values():
+            if state.scanner is None or state.scanner.holding:
+                return True
+        return not self._states
 
     def replays(self) -> list[Replay]:
         """The replays of the first choice (the only one, when a follow-up is asked for)."""

@@ -12,7 +12,6 @@ under which id:
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum, auto
@@ -99,12 +98,14 @@ class ResponseIds:
         facts: HistoryFacts,
         policy: str,
         guard: GuardState,
-        hex_source: Callable[[], str] = lambda: secrets.token_hex(2),
+        hex_source: Callable[[], str] | None = None,
     ):
         self.facts = facts
         self.policy = policy
         self.guard = guard
-        self._hex_source = hex_source
+        # The random half of minted ids: from the guard's injected entropy unless a test
+        # fixes it.
+        self._hex_source = hex_source or (lambda: guard.entropy(2).hex())
         self._choices: dict[int, ChoiceIds] = {}
         self._response_ids: set[str] = set()  # client ids given out in this response
         self._replays_seen: set[str] = set()

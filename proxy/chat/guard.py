@@ -13,7 +13,8 @@ State here lives for one client request (across its follow-up rounds) and no lon
 
 from __future__ import annotations
 
-import secrets
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -46,6 +47,9 @@ class GuardState:
 
     enabled: bool = True
     max_followups: int = 2
+    # Where the random parts of minted ids come from: the only source of randomness in the
+    # core, handed in by the shell (the exchange's `entropy`); tests pass a fixed one.
+    entropy: Callable[[int], bytes] = field(default=os.urandom, repr=False)
     followups_done: int = 0
     # Raw ids the proxy answered synthetically, and the fresh upstream ids it gave them.
     synthetic_ids: set[str] = field(default_factory=set)
@@ -75,16 +79,22 @@ class GuardState:
         raise ReplayLoopDetected(first.name, first.raw_id, reason, client_id=first.client_id)
 
 
-def _fresh_upstream_id(facts: HistoryFacts, replay: Replay, position: int, used: set[str]) -> str:
+_ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+
+def _fresh_upstream_id(
+    facts: HistoryFacts, replay: Replay, position: int, used: set[str], guard: GuardState
+) -> str:
     """A new id in the route's dialect: strict upstreams reject an id repeated in one request."""
     if facts.dialect == "kimi":
         return kimi_id(replay.name, facts.tool_call_count + position)
     while True:
         if facts.dialect == "alnum9":
-            alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-            candidate = "".join(secrets.choice(alphabet) for _ in range(9))
+            # 9 of 62 symbols from 9 random bytes: the modulo bias is irrelevant for an id
+            candidate = "".join(_ALNUM[b % 62] for b in guard.entropy(9))
         else:
-            candidate = mint_client_id(facts.turn, position, secrets.token_hex(2), replay.raw_id)
+            hex4 = guard.entropy(2).hex()
+            candidate = mint_client_id(facts.turn, position, hex4, replay.raw_id)
         if candidate not in used and candidate not in facts.answered:
             return candidate
 
@@ -106,7 +116,7 @@ def build_followup(
     answered = dict(facts.answered)
     answered_client_ids = dict(facts.answered_client_ids)
     for position, replay in enumerate(replays):
-        fresh = _fresh_upstream_id(facts, replay, position, used)
+        fresh = _fresh_upstream_id(facts, replay, position, used, guard)
         used.add(fresh)
         guard.synthetic_ids.update((replay.raw_id, fresh))
         key = fingerprint(replay.name, replay.arguments)

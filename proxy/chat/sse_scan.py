@@ -14,13 +14,19 @@ The flags:
   by `:null`, i.e. not the compact `"finish_reason":null`;
 - USAGE: `"usage"` occurs (looked for only when `want` has USAGE);
 - MARKUP: the start of a tool-call marker may occur (`<`, `[T`, `["`, `\\u003c`; looked for
-  only when `want` has MARKUP).
+  only when `want` has MARKUP);
+- CONTENT: some `"content"` key holds a non-empty string (looked for only when `want` has
+  CONTENT). While a choice's text-call scanner must see all of its content (it holds text
+  back, or has seen no content yet, since the whole message may turn out to be one JSON call),
+  StreamSanitizer asks for this instead of MARKUP, so reads that carry no content (reasoning,
+  role, usage) keep the hot path.
 The answer is 0 unless PLAIN. TOOL_CALLS, then LIVE_FINISH, end the scan when found, since
 either alone sends the read down the general path.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 PLAIN = 1
@@ -28,6 +34,10 @@ TOOL_CALLS = 2
 LIVE_FINISH = 4
 USAGE = 8
 MARKUP = 16
+CONTENT = 32
+
+# JSON whitespace, as the C twin skips it.
+_CONTENT_STRING = re.compile(rb'"content"[ \t\r\n]*:[ \t\r\n]*"[^"]')
 
 
 def scan_py(data: bytes, want: int) -> int:
@@ -55,6 +65,8 @@ def scan_py(data: bytes, want: int) -> int:
         flags |= USAGE
     if want & MARKUP and may_hold_markup(data):
         flags |= MARKUP
+    if want & CONTENT and may_hold_content(data):
+        flags |= CONTENT
     return flags
 
 
@@ -65,6 +77,15 @@ def may_hold_markup(data: bytes) -> bool:
     content string that ends in `[`, since the envelope itself never contains that pair.
     """
     return b"<" in data or b"[T" in data or b'["' in data or b"\\u003c" in data
+
+
+def may_hold_content(data: bytes) -> bool:
+    """Does some `"content"` key hold a non-empty string? No JSON parse.
+
+    Inside a JSON string a quote is escaped, so `"content"` followed by a colon is a key
+    (`"reasoning_content"` does not contain it); `"content":null` and `""` carry nothing.
+    """
+    return _CONTENT_STRING.search(data) is not None
 
 
 def _native() -> Callable[[bytes, int], int] | None:

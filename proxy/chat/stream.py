@@ -12,13 +12,13 @@
 
 Phases and what moves between them (`_TRANSITIONS`, the one place a phase changes):
     STREAMING --replays only--> FOLLOWUP   a choice's only calls were replays: swallow the rest
-    STREAMING, FOLLOWUP --round end--> DONE   `[DONE]`, or the body's end completed the round
+    STREAMING, FOLLOWUP --round end--> DONE   `[DONE]`, or end() completed the round
     STREAMING --trip--> FAILED             the breaker tripped: the error event was the last
-    DONE, CLOSED --input end--> CLOSED; FAILED --input end--> FAILED
 Only STREAMING and FOLLOWUP take input. Bytes after `[DONE]` are not part of the stream
-(SPEC §4: nothing after it is forwarded), after a trip the error event was the last, and
-after end() the body is over: in those phases feed() and end() return nothing and the bytes
-are counted in `ignored_bytes`. A step the table does not list raises StreamStateError.
+(SPEC §4: nothing after it is forwarded) and after a trip the error event was the last: in
+DONE and FAILED, feed() and end() return nothing and fed bytes are counted in
+`ignored_bytes` (the exchange stops feeding there and raises on input after its end). A step
+the table does not list raises StreamStateError.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from proxy.chat.decide import ResponseIds
 from proxy.chat.head import HeadGate, shows_nothing
 from proxy.chat.jsoncomplete import is_complete_json
 from proxy.chat.notes import DeltaRepaired, Note
-from proxy.chat.sse_scan import MARKUP, PLAIN, USAGE, scan
+from proxy.chat.sse_scan import CONTENT, MARKUP, PLAIN, USAGE, scan
 from proxy.errors import ReplayLoopDetected
 from proxy.jsontext import dumps
 from proxy.sse import DONE_EVENT, SSEDecoder, SSEEvent, encode_comment, encode_event
@@ -57,14 +57,18 @@ class StreamPhase(Enum):
     FOLLOWUP = auto()  # this round's only calls were replays: swallow the rest of it
     DONE = auto()  # the round is complete (`followup` says whether another one follows)
     FAILED = auto()  # the breaker tripped (`error`)
-    CLOSED = auto()  # end() returned after a complete round: no more input
+
+    # Members are singletons: hash them by identity (C) rather than Enum's hash of the name,
+    # a Python call for every transition.
+    __hash__ = object.__hash__
 
 
 class Step(Enum):
     REPLAYS_ONLY = auto()
     ROUND_END = auto()
     TRIP = auto()
-    INPUT_END = auto()
+
+    __hash__ = object.__hash__
 
 
 _TRANSITIONS: dict[tuple[StreamPhase, Step], StreamPhase] = {
@@ -72,9 +76,6 @@ _TRANSITIONS: dict[tuple[StreamPhase, Step], StreamPhase] = {
     (StreamPhase.STREAMING, Step.ROUND_END): StreamPhase.DONE,
     (StreamPhase.FOLLOWUP, Step.ROUND_END): StreamPhase.DONE,
     (StreamPhase.STREAMING, Step.TRIP): StreamPhase.FAILED,
-    (StreamPhase.DONE, Step.INPUT_END): StreamPhase.CLOSED,
-    (StreamPhase.CLOSED, Step.INPUT_END): StreamPhase.CLOSED,
-    (StreamPhase.FAILED, Step.INPUT_END): StreamPhase.FAILED,
 }
 
 
@@ -125,8 +126,8 @@ class StreamSanitizer:
             ids, self.notes, text_calls=self._text_calls, content=self._content, followups=single
         )
         # What the hot path's scan must look for besides tool calls and finishes: usage may
-        # have to be held (SPEC §5), markup may be a call (text tool calls).
-        self._want = (USAGE if self._armed else 0) | (MARKUP if self._text_calls else 0)
+        # have to be held (SPEC §5); with text tool calls, markup or content (_forwardable).
+        self._want = USAGE if self._armed else 0
         # The hot path needs the envelope known (the first chunk is always parsed), a round
         # that is not a continuation (those are rewritten) and one choice.
         self._hot_allowed = carry is None and single
@@ -151,17 +152,15 @@ class StreamSanitizer:
     def end(self) -> list[bytes]:
         """The upstream body ended cleanly: complete whatever it left unfinished."""
         phase = self._phase
-        out: list[bytes] = []
-        if phase is _STREAMING or phase is _FOLLOWUP:
-            out = self._handle(self._decoder.end())
-            if self._phase is _STREAMING or self._phase is _FOLLOWUP:
-                try:
-                    out += self._close()
-                except ReplayLoopDetected as exc:  # a call held to the end was a looping replay
-                    self._trip(exc, out)
-            out = self._head.release(out, self.error is not None)
-        self._go(Step.INPUT_END)
-        return out
+        if phase is not _STREAMING and phase is not _FOLLOWUP:
+            return []
+        out = self._handle(self._decoder.end())
+        if self._phase is _STREAMING or self._phase is _FOLLOWUP:
+            try:
+                out += self._close()
+            except ReplayLoopDetected as exc:  # a call held to the end was a looping replay
+                self._trip(exc, out)
+        return self._head.release(out, self.error is not None)
 
     def _go(self, step: Step) -> None:
         phase = _TRANSITIONS.get((self._phase, step))
@@ -204,11 +203,13 @@ class StreamSanitizer:
     def _forwardable(self, framed: bytes) -> bool:
         """The one forward-unchanged rule, for a whole read or one event framed as
         `data: ...\\n\\n`: whole one-line JSON events with no tool call, no finish, no usage
-        that may have to wait and no markup that may be a call (`sse_scan`), while no leaked
-        call is being held. Only asked once `_hot` holds."""
-        return scan(framed, self._want) == PLAIN and not (
-            self._text_calls and self._choices.holding_text()
-        )
+        that may have to wait, and with text tool calls no markup that may start a call, or
+        no content at all while a scanner must see all of it (`sse_scan`). Only asked once
+        `_hot` holds."""
+        want = self._want
+        if self._text_calls:
+            want |= CONTENT if self._choices.holding_text() else MARKUP
+        return scan(framed, want) == PLAIN
 
     def _handle(self, events: list[SSEEvent]) -> list[bytes]:
         out: list[bytes] = []

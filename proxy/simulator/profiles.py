@@ -15,7 +15,7 @@ import functools
 import random
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 from types import MappingProxyType
@@ -100,7 +100,8 @@ class Profile:
     replay: Replay = Replay.NONE
     replay_id: ReplayId = ReplayId.HISTORY
     # The replay follows this many tool rounds and re-emits the latest call: after round 1 a
-    # restarted counter would give the replay the id the history already has (`:0`).
+    # restarted counter would give the replay the id the history already has (`:0`). Also an
+    # option, so a scripted task (`SCRIPT_PREFIX`) can put the replayed call in any round.
     replay_after: int = 1
     kimi_history_check: bool = False  # leak raw markup when history ids are not Kimi's own
     leak: str | None = None  # a server with its tool parser off: calls arrive as this markup
@@ -113,8 +114,25 @@ class Profile:
     kb: int = 1024
 
 
-OPTIONS = ("rounds", "chunks", "delay_ms", "stall_s", "kb")
-LEAK_FORMATS = ("kimi", "hermes", "qwen3-coder", "deepseek", "llama", "mistral")
+OPTIONS = ("rounds", "chunks", "delay_ms", "stall_s", "kb", "replay_after")
+LEAK_FORMATS = (
+    "kimi",
+    "hermes",
+    "qwen3-coder",
+    "deepseek",
+    "llama",
+    "mistral",
+    "json",
+    "llama4",
+    "llama4-pythonic",
+    "lmstudio",
+    "glm",
+    "minimax",
+    "harmony",
+    "deepseek-dsml",
+)
+# Formats that are the entire message: no text may come before or after them.
+WHOLE_MESSAGE_LEAKS = frozenset({"json"})
 
 _ALL = (
     Profile(name="reference", obfuscation=True),
@@ -236,6 +254,12 @@ def profile_for_model(model: str) -> Profile:
 
 _BASE62 = string.ascii_letters + string.digits
 _KIMI_ID = re.compile(r"functions\.[\w\-]+:(\d+)")
+# A user message may script the model's rounds, one line per round: `step: <tool> <JSON args>`
+# (`step: bash {"command": "ls"}`). Real agents offer their own tools with their own parameter
+# names, so a test that drives one writes the calls it wants into the prompt; the script's
+# length then replaces `rounds`.
+SCRIPT_PREFIX = "step:"
+_SCRIPT_LINE = re.compile(rf"^\s*{SCRIPT_PREFIX}\s*([\w\-.]+)\s+(\{{.*\}})\s*$", re.MULTILINE)
 
 
 def random_id(prefix: str = "call_", length: int = 24) -> str:
@@ -312,6 +336,28 @@ def _history(messages: list[Any]) -> _History:
     return _History(calls, call_rounds, fresh_rounds)
 
 
+def _text_of(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    return "\n".join(
+        p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
+    )
+
+
+def _script(messages: list[Any]) -> list[tuple[str, str]]:
+    """The (tool, arguments) steps the user messages script, in order; malformed lines are
+    not steps."""
+    steps: list[tuple[str, str]] = []
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        for name, raw in _SCRIPT_LINE.findall(_text_of(message.get("content"))):
+            with contextlib.suppress(orjson.JSONDecodeError):
+                steps.append((name, orjson.dumps(orjson.loads(raw)).decode()))
+    return steps
+
+
 def _kimi_history_ok(calls: list[JSON]) -> bool:
     for k, call in enumerate(calls):
         match = _KIMI_ID.fullmatch(call_id) if isinstance(call_id := call.get("id"), str) else None
@@ -355,19 +401,32 @@ def _text_body(profile: Profile) -> tuple[str, ...]:
     return tuple(f"word{i} " for i in range(max(1, profile.chunks)))
 
 
+def _fresh_call(
+    tools: list[tuple[str, str]], script: list[tuple[str, str]], rnd: int, i: int
+) -> tuple[str, str]:
+    """(name, arguments) of call `i` of round `rnd`: the script's step for the round's first
+    call, else the offered tool (a second one, if any, for parallel calls) with an echo."""
+    if i == 0 and rnd <= len(script):
+        return script[rnd - 1]
+    name, arg = tools[min(i, len(tools) - 1)]
+    return name, orjson.dumps({arg: f"echo round-{rnd}-{i}"}).decode()
+
+
 def plan_reply(profile: Profile, body: JSON) -> Reply:
     """What the scripted model answers to this request (ids already minted)."""
     if profile.text_only:
         return Reply(_text_body(profile))
-    messages = body.get("messages")
-    history = _history(messages if isinstance(messages, list) else [])
+    raw_messages = body.get("messages")
+    messages = raw_messages if isinstance(raw_messages, list) else []
+    history = _history(messages)
     kimi_ok = _kimi_history_ok(history.calls) if profile.kimi_history_check else None
     tools = _tools(body.get("tools"))
     done, rnd = len(history.calls), history.fresh_rounds + 1
+    script = _script(messages)
+    rounds = len(script) if script else profile.rounds
 
     def fresh(i: int) -> PlannedCall:
-        name, arg = tools[min(i, len(tools) - 1)]  # a second tool, if any, for parallel calls
-        args = orjson.dumps({arg: f"echo round-{rnd}-{i}"}).decode()
+        name, args = _fresh_call(tools, script, rnd, i)
         return PlannedCall(name, args, _mint_id(profile.id_style, name, i, done))
 
     calls: tuple[PlannedCall, ...]
@@ -376,12 +435,24 @@ def plan_reply(profile: Profile, body: JSON) -> Reply:
     elif profile.replay is not Replay.NONE and history.call_rounds == profile.replay_after:
         first = _replayed(profile, history.calls[-1], 0, done)
         calls = (first, fresh(1)) if profile.replay is Replay.MIXED else (first,)
-    elif history.fresh_rounds >= profile.rounds:
-        return Reply(_split_text(f"All {profile.rounds} rounds done.", 3), (), "stop", kimi_ok)
+    elif history.fresh_rounds >= rounds:
+        return Reply(_split_text(f"All {rounds} rounds done.", 3), (), "stop", kimi_ok)
     elif profile.duplicate_call:
         calls = (fresh(0),) * 2
     else:
         calls = tuple(fresh(i) for i in range(profile.calls_per_round))
+    looping = profile.replay is Replay.LOOP and history.call_rounds >= profile.replay_after
+    return _reply_with(profile, calls, done, kimi_ok, looping)
+
+
+def _reply_with(
+    profile: Profile,
+    calls: tuple[PlannedCall, ...],
+    done: int,
+    kimi_ok: bool | None,
+    looping: bool,
+) -> Reply:
+    """The reply carrying `calls` as this profile's server delivers them."""
     if kimi_ok is False:
         # A confused Kimi copies the foreign id shape, its parser fails and the call leaks.
         markup = "".join(
@@ -392,53 +463,159 @@ def plan_reply(profile: Profile, body: JSON) -> Reply:
         markup = f"<|tool_calls_section_begin|>{markup}<|tool_calls_section_end|>"
         return Reply(profile.preamble + _split_text(markup, 4), (), "stop", False)
     if profile.leak is not None:
-        # Small pieces, so markers are split across chunks (and UTF-8 tokens across bytes).
-        return Reply(
-            profile.preamble + _split_text(leak_markup(profile.leak, calls), 9), (), "stop"
-        )
+        return Reply(leak_content(profile.leak, profile.preamble, calls), (), "stop")
     finish = profile.tool_finish if profile.terminate else None
     # A model stuck in a loop sends the bare call: nothing reaches the client before the
     # proxy can tell it is a loop (SPEC §5: then an HTTP 422, which agents do not retry).
-    looping = profile.replay is Replay.LOOP and history.call_rounds >= profile.replay_after
     return Reply(() if looping else profile.preamble, calls, finish, kimi_ok)
+
+
+def leak_content(
+    fmt: str, preamble: tuple[str, ...], calls: tuple[PlannedCall, ...]
+) -> tuple[str, ...]:
+    """A reply's content pieces when its calls leak as `fmt` markup: small pieces, so markers
+    are split across chunks (and UTF-8 tokens across bytes), after the preamble unless the
+    format must be the whole message."""
+    markup = _split_text(leak_markup(fmt, calls), 9)
+    return markup if fmt in WHOLE_MESSAGE_LEAKS else preamble + markup
 
 
 def leak_markup(fmt: str, calls: tuple[PlannedCall, ...]) -> str:
     """The text a model writes for `calls` when its server does not parse tool calls."""
-    if fmt == "kimi":
-        inner = "".join(
-            f"<|tool_call_begin|>functions.{c.name}:{i}<|tool_call_argument_begin|>"
-            f"{c.arguments}<|tool_call_end|>"
-            for i, c in enumerate(calls)
+    return _LEAKS[fmt](calls)
+
+
+def _leak_kimi(calls: tuple[PlannedCall, ...]) -> str:
+    inner = "".join(
+        f"<|tool_call_begin|>functions.{c.name}:{i}<|tool_call_argument_begin|>"
+        f"{c.arguments}<|tool_call_end|>"
+        for i, c in enumerate(calls)
+    )
+    return f"<|tool_calls_section_begin|>{inner}<|tool_calls_section_end|>"
+
+
+def _call_object(call: PlannedCall, key: str = "arguments") -> str:
+    """`{"name": ..., "arguments": {...}}` (or `"parameters"`), as models write a call."""
+    return f'{{"name": "{call.name}", "{key}": {call.arguments}}}'
+
+
+def _leak_hermes(calls: tuple[PlannedCall, ...]) -> str:
+    return "".join(f"<tool_call>\n{_call_object(c)}\n</tool_call>" for c in calls)
+
+
+def _leak_qwen3_coder(calls: tuple[PlannedCall, ...]) -> str:
+    out = []
+    for c in calls:
+        params = "".join(
+            f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in orjson.loads(c.arguments).items()
         )
-        return f"<|tool_calls_section_begin|>{inner}<|tool_calls_section_end|>"
-    if fmt == "hermes":
+        out.append(f"<tool_call>\n<function={c.name}>\n{params}</function>\n</tool_call>")
+    return "".join(out)
+
+
+def _leak_deepseek(calls: tuple[PlannedCall, ...]) -> str:
+    bar, sp = "\uff5c", "\u2581"
+    inner = "".join(
+        f"<{bar}tool{sp}call{sp}begin{bar}>{c.name}<{bar}tool{sp}sep{bar}>{c.arguments}"
+        f"<{bar}tool{sp}call{sp}end{bar}>"
+        for c in calls
+    )
+    return f"<{bar}tool{sp}calls{sp}begin{bar}>{inner}<{bar}tool{sp}calls{sp}end{bar}>"
+
+
+def _leak_llama(calls: tuple[PlannedCall, ...]) -> str:
+    return "<|python_tag|>" + _call_object(calls[0], "parameters")
+
+
+def _leak_mistral(calls: tuple[PlannedCall, ...]) -> str:
+    return f"[TOOL_CALLS][{', '.join(_call_object(c) for c in calls)}]"
+
+
+def _leak_json(calls: tuple[PlannedCall, ...]) -> str:
+    """The whole message is the call (Llama 3.x JSON tools, Hermes-2-Pro on some hosts)."""
+    if len(calls) == 1:
+        return _call_object(calls[0], "parameters")
+    return f"[{', '.join(_call_object(c) for c in calls)}]"
+
+
+def _leak_llama4(calls: tuple[PlannedCall, ...]) -> str:
+    items = ", ".join(_call_object(c, "parameters") for c in calls)
+    body = items if len(calls) == 1 else f"[{items}]"
+    return f"<|python_start|>{body}<|python_end|>"
+
+
+def _leak_llama4_pythonic(calls: tuple[PlannedCall, ...]) -> str:
+    def call(c: PlannedCall) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in orjson.loads(c.arguments).items())
+        return f"{c.name}({args})"
+
+    return f"<|python_start|>[{', '.join(call(c) for c in calls)}]<|python_end|>"
+
+
+def _leak_lmstudio(calls: tuple[PlannedCall, ...]) -> str:
+    return "".join(f"[TOOL_REQUEST]{_call_object(c)}[END_TOOL_REQUEST]" for c in calls)
+
+
+def _leak_glm(calls: tuple[PlannedCall, ...]) -> str:
+    def pairs(c: PlannedCall) -> str:
         return "".join(
-            f'<tool_call>\n{{"name": "{c.name}", "arguments": {c.arguments}}}\n</tool_call>'
-            for c in calls
+            f"<arg_key>{k}</arg_key>\n<arg_value>"
+            f"{v if isinstance(v, str) else orjson.dumps(v).decode()}</arg_value>\n"
+            for k, v in orjson.loads(c.arguments).items()
         )
-    if fmt == "qwen3-coder":
-        out = []
-        for c in calls:
-            params = "".join(
-                f"<parameter={k}>\n{v}\n</parameter>\n"
-                for k, v in orjson.loads(c.arguments).items()
-            )
-            out.append(f"<tool_call>\n<function={c.name}>\n{params}</function>\n</tool_call>")
-        return "".join(out)
-    if fmt == "deepseek":
-        bar, sp = "\uff5c", "\u2581"
-        inner = "".join(
-            f"<{bar}tool{sp}call{sp}begin{bar}>{c.name}<{bar}tool{sp}sep{bar}>{c.arguments}"
-            f"<{bar}tool{sp}call{sp}end{bar}>"
-            for c in calls
-        )
-        return f"<{bar}tool{sp}calls{sp}begin{bar}>{inner}<{bar}tool{sp}calls{sp}end{bar}>"
-    if fmt == "llama":
-        first = calls[0]
-        return f'<|python_tag|>{{"name": "{first.name}", "parameters": {first.arguments}}}'
-    items = ", ".join(f'{{"name": "{c.name}", "arguments": {c.arguments}}}' for c in calls)
-    return f"[TOOL_CALLS][{items}]"
+
+    return "".join(f"<tool_call>{c.name}\n{pairs(c)}</tool_call>" for c in calls)
+
+
+def _invoke(calls: tuple[PlannedCall, ...], tag: str, string_attr: bool) -> str:
+    out = []
+    for c in calls:
+        params = []
+        for k, v in orjson.loads(c.arguments).items():
+            is_str = isinstance(v, str)
+            attr = f' string="{"true" if is_str else "false"}"' if string_attr else ""
+            text = v if is_str else orjson.dumps(v).decode()
+            params.append(f'<{tag}parameter name="{k}"{attr}>{text}</{tag}parameter>\n')
+        out.append(f'<{tag}invoke name="{c.name}">\n{"".join(params)}</{tag}invoke>\n')
+    return "".join(out)
+
+
+def _leak_minimax(calls: tuple[PlannedCall, ...]) -> str:
+    return f"<minimax:tool_call>\n{_invoke(calls, '', False)}</minimax:tool_call>"
+
+
+def _leak_deepseek_dsml(calls: tuple[PlannedCall, ...]) -> str:
+    dsml = "\uff5cDSML\uff5c"
+    return f"<{dsml}function_calls>\n{_invoke(calls, dsml, True)}</{dsml}function_calls>"
+
+
+def _leak_harmony(calls: tuple[PlannedCall, ...]) -> str:
+    """gpt-oss with the server's harmony parser off: one commentary message per call."""
+    return "<|start|>assistant".join(
+        f"<|channel|>commentary to=functions.{c.name} <|constrain|>json<|message|>"
+        f"{c.arguments}<|call|>"
+        for c in calls
+    )
+
+
+_LEAKS: Mapping[str, Callable[[tuple[PlannedCall, ...]], str]] = MappingProxyType(
+    {
+        "kimi": _leak_kimi,
+        "hermes": _leak_hermes,
+        "qwen3-coder": _leak_qwen3_coder,
+        "deepseek": _leak_deepseek,
+        "llama": _leak_llama,
+        "mistral": _leak_mistral,
+        "json": _leak_json,
+        "llama4": _leak_llama4,
+        "llama4-pythonic": _leak_llama4_pythonic,
+        "lmstudio": _leak_lmstudio,
+        "glm": _leak_glm,
+        "minimax": _leak_minimax,
+        "harmony": _leak_harmony,
+        "deepseek-dsml": _leak_deepseek_dsml,
+    }
+)
 
 
 # --- shaping tool calls into deltas and messages ----------------------------------------------

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.chat import sse_scan
-from proxy.chat.sse_scan import LIVE_FINISH, MARKUP, PLAIN, TOOL_CALLS, USAGE, scan_py
+from proxy.chat.sse_scan import CONTENT, LIVE_FINISH, MARKUP, PLAIN, TOOL_CALLS, USAGE, scan_py
 
-ALL_WANTS = [0, USAGE, MARKUP, USAGE | MARKUP]
+ALL_WANTS = [0, USAGE, MARKUP, USAGE | MARKUP, CONTENT, USAGE | CONTENT, USAGE | MARKUP | CONTENT]
 
 
 def test_the_project_install_compiled_the_native_scan() -> None:
@@ -101,6 +101,31 @@ def test_a_content_string_ending_in_a_bracket_reads_as_markup(
     assert scan(data, MARKUP) == PLAIN | MARKUP
 
 
+@pytest.mark.parametrize(
+    ("delta", "content"),
+    [
+        (b'{"content":"x"}', True),
+        (b'{"content": "x"}', True),
+        (b'{"content" :\t"x"}', True),
+        (b'{"content":"\\"quoted\\""}', True),  # starts with an escaped quote
+        (b'{"content":" "}', True),  # whitespace is content too (the scanner holds it)
+        (b'{"content":""}', False),
+        (b'{"content":null}', False),
+        (b'{"role":"assistant"}', False),
+        (b'{"reasoning_content":"thinking"}', False),
+        (b'{"reasoning_content":"say \\"content\\": \\"x\\""}', False),  # escaped: not a key
+        (b'{"x":"content","content":"y"}', True),
+        (b'{"x":"\\"content\\"content\\""}', False),
+    ],
+)
+def test_content_is_looked_for_only_when_wanted(
+    scan: Callable[[bytes, int], int], delta: bytes, content: bool
+) -> None:
+    data = b'data: {"choices":[{"delta":' + delta + b',"finish_reason":null}]}\n\n'
+    assert scan(data, CONTENT) == PLAIN | (CONTENT if content else 0)
+    assert scan(data, MARKUP | USAGE) & CONTENT == 0
+
+
 def test_usage_is_looked_for_only_when_wanted(scan: Callable[[bytes, int], int]) -> None:
     data = b'data: {"choices":[],"usage":{"total_tokens":3}}\n\n'
     assert scan(data, USAGE) == PLAIN | USAGE
@@ -146,6 +171,10 @@ PIECES = [
     b"\\u003",
     b"x",
     b"word ",
+    b'"content"',
+    b":",
+    b" ",
+    b'""',
 ]
 
 

@@ -1,5 +1,5 @@
-"""The streaming core's phases (STREAMING, FOLLOWUP, DONE, FAILED, CLOSED): what moves it from
-one to the next, and that nothing leaves it after the stream ended (SPEC §4, §5)."""
+"""The streaming core's phases (STREAMING, FOLLOWUP, DONE, FAILED): what moves it from one to
+the next, and that nothing leaves it after the stream ended (SPEC §4, §5)."""
 
 from __future__ import annotations
 
@@ -36,20 +36,22 @@ def answered(args: str = ARGS) -> Setup:
     return Setup(body=request(history))
 
 
-def test_a_plain_stream_is_done_at_done_and_closed_at_the_end() -> None:
+def test_a_plain_stream_is_done_at_done() -> None:
     core = Setup().core()
     assert core.phase is StreamPhase.STREAMING
     core.feed(sse(text("hi"), finish("stop")))
     assert core.phase is StreamPhase.DONE
     assert core.end() == []
-    assert core.phase is StreamPhase.CLOSED
+    assert core.phase is StreamPhase.DONE
 
 
-def test_a_body_that_ends_without_done_is_completed_then_closed() -> None:
+def test_a_body_that_ends_without_done_is_completed_by_end() -> None:
     core = Setup().core()
-    out = core.feed(sse(text("hi"), done=False)) + core.end()
+    out = core.feed(sse(text("hi"), done=False))
+    assert core.phase is StreamPhase.STREAMING
+    out += core.end()
     assert parse_sse(b"".join(out))[-1].is_done
-    assert core.phase is StreamPhase.CLOSED
+    assert core.phase is StreamPhase.DONE
 
 
 def test_a_replay_only_round_swallows_the_rest_and_asks_for_a_follow_up() -> None:

@@ -36,17 +36,20 @@ def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
 
 
 @contextmanager
-def process(args: list[str], port: int, env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+def process(
+    args: list[str], port: int, env: dict[str, str], cwd: Path = ROOT, timeout: float = 60
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`args` as a process group of its own, once it answers /healthz within `timeout`."""
     proc = subprocess.Popen(
         args,
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
     try:
-        wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=60, interval=0.05)
+        wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=timeout, interval=0.05)
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
         yield proc
     finally:

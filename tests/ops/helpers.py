@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,6 +41,19 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
             word, _, rest = line.partition(" ")
             pairs.append((word.upper(), rest.strip()))
     return pairs
+
+
+def copy_sources(names: Sequence[str], into: Path) -> None:
+    """Copy files and folders of the repository as a fresh checkout has them (no caches, no
+    compiled modules)."""
+    for name in names:
+        origin = REPO / name
+        if origin.is_dir():
+            shutil.copytree(
+                origin, into / name, ignore=shutil.ignore_patterns("__pycache__", "*.so")
+            )
+        else:
+            shutil.copy2(origin, into / name)
 
 
 def wait_until(condition: Callable[[], T], timeout: float, what: str) -> T:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -26,7 +25,7 @@ from typing import Any
 import httpx
 import yaml
 
-from tests.ops.helpers import REPO, ServeProcess, clean_env, dockerfile_instructions
+from tests.ops.helpers import REPO, ServeProcess, clean_env, copy_sources, dockerfile_instructions
 
 DRAIN = 3.0
 
@@ -76,14 +75,7 @@ def test_wheel_installs_into_a_clean_venv_and_serves(tmp_path: Path) -> None:
     context.mkdir()
     sources = _build_stage_copies()
     assert "proxy" in sources and "pyproject.toml" in sources
-    for source in sources:
-        origin = REPO / source
-        if origin.is_dir():
-            shutil.copytree(
-                origin, context / source, ignore=shutil.ignore_patterns("__pycache__", "*.so")
-            )
-        else:
-            shutil.copy2(origin, context / source)
+    copy_sources(sources, context)
     wheels = tmp_path / "wheels"
     built = _run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(wheels), "."],

@@ -13,7 +13,7 @@ from proxy.chat.history import translate_request
 from proxy.chat.message import sanitize_completion
 from proxy.chat.stream import StreamSanitizer
 from proxy.chat.textcalls import RecoveredCall, TextCallScanner
-from proxy.simulator.profiles import LEAK_FORMATS, PlannedCall, leak_markup
+from proxy.simulator.profiles import LEAK_FORMATS, WHOLE_MESSAGE_LEAKS, PlannedCall, leak_markup
 
 OFFERED = frozenset({"run_shell_command", "read_file"})
 CALLS = (
@@ -44,16 +44,28 @@ def normalize(segments: list[Any]) -> list[Any]:
     return out
 
 
+def calls_for(fmt: str) -> tuple[PlannedCall, ...]:
+    return CALLS[:1] if fmt == "llama" else CALLS  # <|python_tag|> carries one call
+
+
+def around(fmt: str, markup: str, before: str, after: str) -> tuple[str, list[str]]:
+    """The text with prose around the markup, and the prose expected back (none around a
+    format that must be the whole message)."""
+    if fmt in WHOLE_MESSAGE_LEAKS:
+        return markup, []
+    return before + markup + after, [before, after]
+
+
 @pytest.mark.parametrize("fmt", LEAK_FORMATS)
 def test_each_format_recovered_whole_and_at_every_split(fmt: str) -> None:
-    calls = CALLS[:1] if fmt == "llama" else CALLS
-    text = "Before. " + leak_markup(fmt, calls) + " After."
+    calls = calls_for(fmt)
+    text, prose = around(fmt, leak_markup(fmt, calls), "Before. ", " After.")
     whole = scan_in_pieces(text, [])
     recovered = [s for s in whole if isinstance(s, RecoveredCall)]
     assert [(c.name, orjson.loads(c.arguments)) for c in recovered] == [
         (c.name, orjson.loads(c.arguments)) for c in calls
     ]
-    assert [s for s in whole if isinstance(s, str)] == ["Before. ", " After."]
+    assert [s for s in whole if isinstance(s, str)] == prose
     for cut in range(1, len(text)):
         assert scan_in_pieces(text, [cut]) == whole, cut
     assert scan_in_pieces(text, list(range(1, len(text)))) == whole
@@ -76,6 +88,23 @@ def test_kimi_call_keeps_its_raw_id_for_replay_detection() -> None:
         '<|python_tag|>{"name": "read_file", "parameters": {"path": "/x"',  # never completes
         "<tool_call>",
         "<|tool_calls_section_begin|> not kimi",
+        # complete blocks of the newer formats that are not calls of an offered tool
+        '<minimax:tool_call><invoke name="rm_rf"><parameter name="x">1</parameter></invoke>'
+        "</minimax:tool_call>",
+        '<minimax:tool_call><invoke name="read_file">oops</invoke></minimax:tool_call>',
+        "<tool_call>rm_rf<arg_key>x</arg_key><arg_value>1</arg_value></tool_call>",
+        "<tool_call>read_file<arg_key>x</arg_key>oops</tool_call>",
+        '[TOOL_REQUEST]{"name": "read_file", "arguments": [1]}[END_TOOL_REQUEST]',
+        '<|python_start|>[read_file(path=open("/etc/passwd"))]<|python_end|>',  # not a literal
+        '<|python_start|>[read_file("/x")]<|python_end|>',  # positional
+        "<|python_start|>[read_file(**{'path': '/x'})]<|python_end|>",
+        "<|python_start|>[read_file(path={1, 2})]<|python_end|>",  # a set has no JSON form
+        "<|channel|>commentary to=functions.rm_rf <|constrain|>json<|message|>{}<|call|>",
+        "<|channel|>commentary to=browser.search <|constrain|>json<|message|>{}<|call|>",
+        "<|channel|>commentary to=functions.read_file <|constrain|>json<|message|>[1]<|call|>",
+        '<\uff5cDSML\uff5cfunction_calls><\uff5cDSML\uff5cinvoke name="read_file">'
+        '<\uff5cDSML\uff5cparameter name="path" string="true">/x</\uff5cDSML\uff5cparameter>'
+        "</\uff5cDSML\uff5cinvoke>",  # never closed
     ],
 )
 def test_text_that_is_not_a_valid_offered_call_stays_exactly_as_it_came(text: str) -> None:
@@ -83,10 +112,98 @@ def test_text_that_is_not_a_valid_offered_call_stays_exactly_as_it_came(text: st
         assert scan_in_pieces(text, cuts) == [text]
 
 
-def test_prose_mentioning_a_marker_is_released_without_waiting_for_the_end() -> None:
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see <tool_call> here",
+        "wrap it in <minimax:tool_call> tags",
+        "Llama 4 writes <|python_start|> then code",
+        "LM Studio uses [TOOL_REQUEST] markers",
+        "DeepSeek writes <\uff5cDSML\uff5cfunction_calls> blocks",
+        "<|channel|>analysis<|message|>The user wants the weather.<|end|>",
+        "<|start|>assistant<|channel|>final<|message|>Hi",
+        "Mistral writes [TOOL_CALLS] first",
+    ],
+)
+def test_prose_mentioning_a_marker_is_released_without_waiting_for_the_end(text: str) -> None:
     scanner = TextCallScanner(OFFERED)
-    released = "".join(str(s) for s in scanner.feed("see <tool_call> here"))
-    assert released == "see <tool_call> here"
+    assert "".join(str(s) for s in scanner.feed(text)) == text
+    assert not scanner.holding
+
+
+def recovered(text: str) -> list[Any]:
+    """Calls as (format, name, arguments), and text, from `text` fed whole and char by char."""
+    whole = scan_in_pieces(text, [])
+    assert scan_in_pieces(text, list(range(1, len(text)))) == whole
+    return [
+        (s.format, s.name, orjson.loads(s.arguments)) if isinstance(s, RecoveredCall) else s
+        for s in whole
+    ]
+
+
+def test_harmony_call_whose_end_token_the_server_left_out_ends_with_the_content() -> None:
+    # <|call|> is a stop token: servers that keep special tokens still leave it out.
+    text = '<|channel|>commentary to=functions.read_file <|constrain|>json<|message|>{"path": "/x"}'
+    assert recovered(text) == [("harmony", "read_file", {"path": "/x"})]
+
+
+def test_harmony_reasoning_stays_text_and_the_call_after_it_is_recovered() -> None:
+    analysis = "<|channel|>analysis<|message|>Need the file.<|end|>"
+    call = (
+        "<|start|>assistant to=functions.read_file<|channel|>commentary json<|message|>"
+        '{"path": "/x"}<|call|>'
+    )
+    assert recovered(analysis + call) == [analysis, ("harmony", "read_file", {"path": "/x"})]
+
+
+def test_dsml_parameters_typed_by_their_string_attribute_and_json_invokes() -> None:
+    d = "\uff5cDSML\uff5c"
+    text = (
+        f'<{d}function_calls>\n<{d}invoke name="read_file">\n'
+        f'<{d}parameter name="path" string="true">007</{d}parameter>\n'
+        f'<{d}parameter name="limit" string="false">10</{d}parameter>\n</{d}invoke>\n'
+        f'<{d}invoke name="run_shell_command">\n{{"command": "ls"}}\n</{d}invoke>\n'
+        f"</{d}function_calls>"
+    )
+    assert recovered(text) == [
+        ("deepseek-dsml", "read_file", {"path": "007", "limit": 10}),
+        ("deepseek-dsml", "run_shell_command", {"command": "ls"}),
+    ]
+
+
+def test_glm_values_json_or_text_and_a_call_without_arguments() -> None:
+    text = (
+        "<tool_call>read_file<arg_key>path</arg_key><arg_value>/x y</arg_value>"
+        "<arg_key>lines</arg_key><arg_value>[1, 2]</arg_value></tool_call>"
+        "<tool_call>run_shell_command\n</tool_call>"
+    )
+    assert recovered(text) == [
+        ("glm", "read_file", {"path": "/x y", "lines": [1, 2]}),
+        ("glm", "run_shell_command", {}),
+    ]
+
+
+def test_llama4_pythonic_calls_with_literal_values() -> None:
+    text = "<|python_start|>[read_file(path='/x', opts={'n': [1, None, True]})]<|python_end|>"
+    assert recovered(text) == [
+        ("llama4", "read_file", {"path": "/x", "opts": {"n": [1, None, True]}})
+    ]
+
+
+def test_mistral_named_form() -> None:
+    text = 'Sure.[TOOL_CALLS]read_file[ARGS]{"path": "/x"} done'
+    assert recovered(text) == ["Sure.", ("mistral", "read_file", {"path": "/x"}), " done"]
+
+
+def test_a_real_call_inside_a_failed_block_is_still_recovered() -> None:
+    # The outer block ends at the first </tool_call> and is not JSON; its body is scanned again.
+    inner = '<tool_call>{"name": "read_file", "arguments": {"path": "/x"}}</tool_call>'
+    text = '<tool_call>{"broken": ' + inner + " tail"
+    assert recovered(text) == [
+        '<tool_call>{"broken": ',
+        ("hermes", "read_file", {"path": "/x"}),
+        " tail",
+    ]
 
 
 def test_nothing_offered_means_nothing_recovered() -> None:
@@ -153,13 +270,17 @@ def client_view(events: list[dict[str, Any]]) -> tuple[str, list[tuple[str, str,
 
 @pytest.mark.parametrize("fmt", LEAK_FORMATS)
 def test_stream_recovers_calls_split_at_every_byte(fmt: str) -> None:
-    calls = CALLS[:1] if fmt == "llama" else CALLS
+    calls = calls_for(fmt)
     markup = leak_markup(fmt, calls)
-    pieces = ["Let me ", "look. ", *(markup[i : i + 7] for i in range(0, len(markup), 7))]
-    data = sse(pieces)
+    text, prose = around(fmt, markup, "Let me look. ", "")
+    pieces = [
+        text[: len(text) - len(markup)],
+        *(markup[i : i + 7] for i in range(0, len(markup), 7)),
+    ]
+    data = sse([p for p in pieces if p])
     expected = client_view(run_stream(data, None))
     content, got_calls, finish = expected
-    assert content == "Let me look. "
+    assert content == "".join(prose)
     assert finish == "tool_calls"
     # SPEC §2.2: the random half, then the digest of the raw id (tests/core/test_ids.py)
     assert [(c[0][:-4], c[1], orjson.loads(c[2])) for c in got_calls] == [

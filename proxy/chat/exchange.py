@@ -1,0 +1,306 @@
+"""One client request, from its first upstream round to its last (sans-IO, SPEC §2-§5).
+
+The shell talks to nothing else: it hands the exchange the upstream's body as it arrives
+(`feed`, then `end`) and acts on the small events it gets back, in order:
+- `bytes`: more of the client's body; `Forward`: bytes that end it (a stream's `[DONE]`, or a
+  whole message);
+- `OpenFollowup`: a replay-only round was answered by the proxy; send this request upstream
+  and feed its body to the same exchange (SPEC §5);
+- `LoopDetected`: the breaker tripped; `before_first_byte` says whether the client can still
+  get a plain HTTP 422 (nothing of the response reached it yet);
+- `UpstreamBroken`: the upstream sent what cannot be answered (a follow-up body that is not a
+  JSON object).
+Decisions for logs and metrics are read with `report()`.
+
+The exchange owns what lives across rounds: the translated request, the guard and breaker,
+the follow-up requests, and (in its round cores) the carried message identity and usage.
+Its state is `ExchangePhase`, with every transition in `_TRANSITIONS`; input after the end
+raises `ExchangeClosed`. Randomness comes in through `entropy` only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum, auto
+from typing import Any
+
+import orjson
+
+from proxy.chat.decide import ResponseIds
+from proxy.chat.guard import GuardState, Replay, build_followup
+from proxy.chat.history import HistoryFacts, translate_request
+from proxy.chat.message import merge_continuation, sanitize_completion
+from proxy.chat.notes import Note
+from proxy.chat.stream import Carry, StreamPhase, StreamSanitizer, add_usage
+from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
+from proxy.jsontext import dumps
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Forward:
+    """Bytes that end the client's body (`last`), or a whole message's body."""
+
+    data: bytes
+    last: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenFollowup:
+    body: bytes
+    replays: tuple[Replay, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopDetected:
+    error: ReplayLoopDetected
+    before_first_byte: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpstreamBroken:
+    error: ProxyError
+
+
+# Plain `bytes` is "forward these; the body goes on": the event of nearly every read of a
+# stream, so no object is built for it on the hot path (measured: bench.inprocess).
+ExchangeEvent = bytes | Forward | OpenFollowup | LoopDetected | UpstreamBroken
+
+
+class ExchangePhase(Enum):
+    WAITING = auto()  # no upstream response head yet (first round, or a follow-up's)
+    RECEIVING = auto()  # feeding a round's body
+    ENDED = auto()  # the client's response is complete
+    FAILED = auto()  # a loop or a broken upstream ended it
+
+    # Members are singletons: hash them by identity (C) rather than Enum's hash of the name,
+    # a Python call for every transition check on every request.
+    __hash__ = object.__hash__
+
+
+_TRANSITIONS: dict[ExchangePhase, frozenset[ExchangePhase]] = {
+    ExchangePhase.WAITING: frozenset({ExchangePhase.RECEIVING}),
+    ExchangePhase.RECEIVING: frozenset(
+        {ExchangePhase.WAITING, ExchangePhase.ENDED, ExchangePhase.FAILED}
+    ),
+    ExchangePhase.ENDED: frozenset(),
+    ExchangePhase.FAILED: frozenset(),
+}
+
+
+class ExchangeClosed(RuntimeError):
+    """Input after the exchange ended, or before a round began: a bug in the shell."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteRules:
+    """What a route decides about tool calls (the exchange's part of its settings)."""
+
+    ids: str = "auto"
+    dialect: str = "auto"
+    replay_guard: bool = True
+    max_followups: int = 2
+    text_tool_calls: bool = True
+
+
+class ChatExchange:
+    """A Chat Completions request across its rounds."""
+
+    def __init__(
+        self,
+        body: dict[str, Any],
+        raw: bytes,
+        rules: RouteRules,
+        *,
+        entropy: Callable[[int], bytes] = os.urandom,
+    ):
+        translated = translate_request(body, rules.dialect)
+        self.rules = rules
+        self.facts: HistoryFacts = translated.facts
+        self.upstream_request: bytes = translated.to_bytes(raw)
+        self.guard = GuardState(
+            enabled=rules.replay_guard, max_followups=rules.max_followups, entropy=entropy
+        )
+        self.phase = ExchangePhase.WAITING
+        self._non_json_before = 0  # counted by the rounds before this one
+        self._upstream_body = translated.body
+        self._notes: list[Note] = []
+        self._forwarded = False  # some bytes of the response reached the shell
+        self._round: _StreamRound | _MessageRound | None = None
+        self._stream_core: StreamSanitizer | None = None  # the round's, when it streams
+        self._carry: Carry | None = None  # the earlier rounds' message, once there are some
+        self._content_before = ""  # non-streaming: the earlier rounds' content
+
+    # -- the shell's calls ---------------------------------------------------------------------
+
+    def begin_round(self, *, stream: bool) -> None:
+        """An upstream response head arrived: its body is an event stream or one message."""
+        self._move(ExchangePhase.RECEIVING)
+        self._non_json_before = self._non_json_now()
+        ids = ResponseIds(self.facts, self.rules.ids, self.guard)
+        if stream:
+            core = StreamSanitizer(
+                ids, carry=self._carry, text_tool_calls=self.rules.text_tool_calls
+            )
+            self._round = _StreamRound(core)
+            self._stream_core = core
+        else:
+            self._round = _MessageRound(ids)
+            self._stream_core = None
+
+    def feed(self, data: bytes) -> list[ExchangeEvent]:
+        core = self._stream_core
+        if core is None or self.phase is not ExchangePhase.RECEIVING:
+            return self._feed_message(data)
+        out = core.feed(data)
+        if core.phase is StreamPhase.STREAMING and not core.notes:
+            # The hot path: the round goes on and decided nothing worth a note.
+            if out:
+                self._forwarded = True
+                return [out[0] if len(out) == 1 else b"".join(out)]
+            return []
+        return self._stream_events(core, out)
+
+    def _feed_message(self, data: bytes) -> list[ExchangeEvent]:
+        round_ = self._receiving()
+        if not isinstance(round_, _MessageRound):
+            raise ExchangeClosed("a stream's input after its round ended")
+        round_.body += data
+        return []
+
+    def end(self) -> list[ExchangeEvent]:
+        """The round's upstream body ended cleanly."""
+        round_ = self._receiving()
+        if isinstance(round_, _MessageRound):
+            return self._message_events(round_)
+        return self._stream_events(round_.core, round_.core.end())
+
+    def report(self) -> tuple[list[Note], int]:
+        """The decisions not yet reported, and the data lines that were not JSON so far."""
+        notes, self._notes = self._notes, []
+        return notes, self._non_json_now()
+
+    def _non_json_now(self) -> int:
+        core = self._stream_core
+        return self._non_json_before + (core.non_json_events if core is not None else 0)
+
+    # -- streaming rounds ----------------------------------------------------------------------
+
+    def _stream_events(self, core: StreamSanitizer, out: list[bytes]) -> list[ExchangeEvent]:
+        if core.notes:
+            self._notes.extend(core.notes)
+            core.notes.clear()
+        if core.error is not None:
+            return self._stream_loop(core, out)
+        if core.phase is not StreamPhase.DONE:
+            if out:
+                self._forwarded = True
+                return [out[0] if len(out) == 1 else b"".join(out)]
+            return []
+        followup = core.followup
+        events: list[ExchangeEvent] = []
+        if out:
+            self._forwarded = True
+            events.append(Forward(data=b"".join(out), last=followup is None))
+        if followup is None:
+            self._move(ExchangePhase.ENDED)
+            return events
+        self._carry = followup.carry
+        events.append(self._followup(followup.content, followup.replays))
+        return events
+
+    def _stream_loop(self, core: StreamSanitizer, out: list[bytes]) -> list[ExchangeEvent]:
+        """The core ended its output with the error event; what came before it goes first."""
+        assert core.error is not None
+        events: list[ExchangeEvent] = []
+        if len(out) > 1:
+            self._forwarded = True
+            events.append(b"".join(out[:-1]))
+        return [*events, self._loop(core.error)]
+
+    # -- non-streaming rounds ------------------------------------------------------------------
+
+    def _message_events(self, round_: _MessageRound) -> list[ExchangeEvent]:
+        raw = bytes(round_.body)
+        try:
+            parsed = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            if self._carry is None:  # the first answer: relayed as it came
+                return self._finish(raw)
+            self._move(ExchangePhase.FAILED)
+            return [
+                UpstreamBroken(
+                    error=UpstreamStreamError(
+                        "the upstream answered the follow-up with a body that is not a JSON object"
+                    )
+                )
+            ]
+        try:
+            result = sanitize_completion(
+                parsed, round_.ids, text_tool_calls=self.rules.text_tool_calls
+            )
+        except ReplayLoopDetected as exc:
+            return [self._loop(exc)]
+        self._notes.extend(result.notes)
+        if result.replays:
+            carry = self._carry or Carry(
+                parsed.get("id"), parsed.get("created"), parsed.get("model")
+            )
+            carry.usage = add_usage(carry.usage, parsed.get("usage"))
+            self._carry = carry
+            self._content_before += result.content
+            return [self._followup(result.content, result.replays)]
+        if self._carry is not None:
+            return self._finish(
+                dumps(merge_continuation(self._carry, self._content_before, parsed))
+            )
+        return self._finish(dumps(parsed) if result.changed else raw)
+
+    def _finish(self, body: bytes) -> list[ExchangeEvent]:
+        self._forwarded = True
+        self._move(ExchangePhase.ENDED)
+        return [Forward(data=body, last=True)]
+
+    # -- across rounds -------------------------------------------------------------------------
+
+    def _followup(self, content: str, replays: list[Replay]) -> ExchangeEvent:
+        """SPEC §5: the previous request, this round's message and one synthetic answer per
+        replay; or the breaker, when one more round is one too many."""
+        try:
+            self._upstream_body, self.facts = build_followup(
+                self._upstream_body, self.facts, self.guard, content, replays
+            )
+        except ReplayLoopDetected as exc:
+            return self._loop(exc)
+        self._move(ExchangePhase.WAITING)
+        # jsontext.dumps: a valid history nested past 254 levels must not raise
+        return OpenFollowup(body=dumps(self._upstream_body), replays=tuple(replays))
+
+    def _loop(self, error: ReplayLoopDetected) -> LoopDetected:
+        self._move(ExchangePhase.FAILED)
+        return LoopDetected(error=error, before_first_byte=not self._forwarded)
+
+    def _receiving(self) -> _StreamRound | _MessageRound:
+        if self.phase is not ExchangePhase.RECEIVING or self._round is None:
+            raise ExchangeClosed(f"upstream input while the exchange is {self.phase.name}")
+        return self._round
+
+    def _move(self, to: ExchangePhase) -> None:
+        if to not in _TRANSITIONS[self.phase]:
+            raise ExchangeClosed(f"the exchange cannot go from {self.phase.name} to {to.name}")
+        self.phase = to
+
+
+@dataclass(slots=True)
+class _StreamRound:
+    core: StreamSanitizer
+
+
+@dataclass(slots=True)
+class _MessageRound:
+    ids: ResponseIds
+    # The whole body: a chat completion is read before it is answered.
+    body: bytearray = field(default_factory=bytearray)

@@ -1,0 +1,89 @@
+"""How a chat answer reaches the client: as an event stream or as one JSON body.
+
+The chat shell's round loop is written once; what differs between a stream and a whole
+message is only how bytes, failures and a replay loop are written, which lives here.
+- `EventStreamWriter`: the head leaves with the first bytes, never before (SPEC §5: until
+  then a replay loop is still a plain HTTP 422); a failure after that is an `error` event.
+- `MessageWriter`: one body with its head; a failure before it is raised for the app to
+  answer with its status (SPEC §6).
+"""
+
+from __future__ import annotations
+
+from proxy.asgi import Send
+from proxy.errors import ProxyError, ReplayLoopDetected
+
+Headers = list[tuple[bytes, bytes]]
+
+
+class EventStreamWriter:
+    __slots__ = ("_headers", "ended", "send", "started")
+
+    status = 200
+    streaming = True
+
+    def __init__(self, send: Send, headers: Headers):
+        self.send = send
+        self._headers = headers
+        self.started = False
+        self.ended = False
+
+    async def write(self, body: bytes, *, last: bool = False) -> None:
+        if not self.started:
+            self.started = True
+            await self.send(
+                {"type": "http.response.start", "status": 200, "headers": self._headers}
+            )
+        self.ended = last
+        await self.send({"type": "http.response.body", "body": body, "more_body": not last})
+
+    async def fail(self, error: ProxyError) -> None:
+        """SPEC §6: a stream that cannot go on ends with an error event (no `[DONE]`)."""
+        await self.write(error.sse_bytes())
+
+    async def stop_loop(self, error: ReplayLoopDetected) -> None:
+        """SPEC §5: a plain 422 (raised to the app) while nothing was sent, else the event;
+        agents that retry a stream's error event (qwen-code) do not retry a 422."""
+        if not self.started:
+            raise error
+        await self.write(error.sse_bytes())
+
+    async def close(self) -> None:
+        if not self.ended:
+            await self.write(b"", last=True)
+
+
+class MessageWriter:
+    __slots__ = ("_headers", "ended", "send", "status")
+
+    streaming = False
+
+    def __init__(self, send: Send, status: int, headers: Headers):
+        self.send = send
+        self.status = status
+        self._headers = [(b"content-type", b"application/json"), *headers]
+        self.ended = False
+
+    async def write(self, body: bytes, *, last: bool = False) -> None:
+        assert last, "a message is written whole"
+        self.ended = True
+        await self.send(
+            {
+                "type": "http.response.start",
+                "status": self.status,
+                "headers": [*self._headers, (b"content-length", str(len(body)).encode())],
+            }
+        )
+        await self.send({"type": "http.response.body", "body": body})
+
+    async def fail(self, error: ProxyError) -> None:
+        raise error
+
+    async def stop_loop(self, error: ReplayLoopDetected) -> None:
+        raise error
+
+    async def close(self) -> None:
+        return None
+
+
+ClientWriter = EventStreamWriter | MessageWriter

@@ -1,0 +1,39 @@
+"""The API surfaces a route serves, and which of them the tool-call core repairs.
+
+One table, read by the app (which requests go to the core), the start-up lines and
+`toolcall-proxy doctor` (which surfaces to probe): a surface that gains repairs changes here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Surface:
+    name: str  # as its users know it
+    path: str  # under a route's `/v1` base
+    repaired: bool  # True: tool calls go through the core; False: passed through unchanged
+
+
+CHAT_COMPLETIONS = Surface("Chat Completions", "/chat/completions", repaired=True)
+ANTHROPIC_MESSAGES = Surface("Anthropic Messages", "/messages", repaired=False)
+RESPONSES = Surface("Responses", "/responses", repaired=False)
+SURFACES: tuple[Surface, ...] = (CHAT_COMPLETIONS, ANTHROPIC_MESSAGES, RESPONSES)
+
+
+def describe_surfaces() -> str:
+    """`repairs /chat/completions, passes through /messages, ...`, for people to read."""
+    repaired = [s.path for s in SURFACES if s.repaired]
+    passed = [s.path for s in SURFACES if not s.repaired]
+    return f"repairs {', '.join(repaired)}, passes through {', '.join(passed)} and every other path"
+
+
+__all__ = [
+    "ANTHROPIC_MESSAGES",
+    "CHAT_COMPLETIONS",
+    "RESPONSES",
+    "SURFACES",
+    "Surface",
+    "describe_surfaces",
+]

@@ -1,0 +1,220 @@
+"""One agent run: its own simulator (and proxy) on loopback, the agent as a process group with
+a deadline, and what came of it (the log's lines, how it ended, what the upstream saw).
+
+Every run gets servers of its own, so runs can go side by side and each one's request log and
+metrics are its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import time
+from collections import Counter
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from proxy.app import create_app
+from proxy.config import Route, Settings
+from proxy.simulator import SimulatorLog, create_simulator_app
+from tests.agents.agents import JSON, WRITTEN, Agent, Scratch
+from tests.servers import serving
+
+FINAL_TEXT = "All 4 rounds done."  # the scripted model's answer after the 4 steps
+LOOP_ERROR = re.compile(r"replay loop detected", re.IGNORECASE)
+# A replay loop straight to the simulator is stopped once the command has run this often (the
+# loop is shown; letting it go on proves nothing more), or at the deadline.
+LOOPING = 10
+DEADLINE = 150.0  # every run ends well before on its own (5-60 s on 2 busy cores)
+POLL = 0.1
+_BREAKER = re.compile(r"^toolcall_proxy_breaker_trips_total (\S+)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A row of the matrix: what the upstream does, and the id its replay comes back under."""
+
+    mode: str  # normal | replay-once | replay-forever
+    replay_id: str  # "-" | history | restarted
+    model: str  # the simulator model: a Kimi-like upstream (`functions.{name}:{n}` ids)
+
+    @property
+    def key(self) -> str:
+        return self.mode if self.replay_id == "-" else f"{self.mode}/{self.replay_id}"
+
+
+# The shell command is round 2; `replay_after=2` makes the history-id replays re-emit it (the
+# restarted profiles already replay after round 2, where a restarted counter differs).
+CELLS = (
+    Cell("normal", "-", "kimi-k2/kimi"),
+    Cell("replay-once", "history", "kimi-k2/replay-once+replay_after=2"),
+    Cell("replay-once", "restarted", "kimi-k2/replay-once-restarted"),
+    Cell("replay-forever", "history", "kimi-k2/replay-loop+replay_after=2"),
+    Cell("replay-forever", "restarted", "kimi-k2/replay-loop-restarted"),
+)
+
+
+RunKey = tuple[str, Cell, str]  # agent, cell, route (direct | proxy)
+
+
+@dataclass
+class Run:
+    agent: str
+    cell: Cell
+    route: str  # direct | proxy
+    returncode: int | None  # None: killed (still looping, or at the deadline)
+    seconds: float
+    output: str = field(repr=False)  # stdout and stderr
+    runs: int  # lines in the log: how often the shell command ran
+    wrote: bool  # the write step happened
+    requests: list[JSON] = field(default_factory=list, repr=False)  # what the upstream got
+    breaker_trips: int | None = None  # proxy only: replay loops the proxy stopped
+    guard_halted: bool = False  # the agent's own loop guard ended the run
+
+    @property
+    def finished(self) -> bool:
+        return self.returncode == 0 and FINAL_TEXT in self.output and self.wrote
+
+    @property
+    def loop_error(self) -> bool:
+        return LOOP_ERROR.search(self.output) is not None
+
+    @property
+    def ended(self) -> str:
+        if self.returncode is None:
+            why = "still looping" if self.runs >= LOOPING else "deadline"
+            return f"killed ({why}) at {self.seconds:.0f} s"
+        if self.finished:
+            how = "finished"
+        elif self.loop_error:
+            how = "proxy's loop error"
+        elif self.guard_halted:
+            how = "its own loop guard"
+        else:
+            lines = [line.strip() for line in self.output.splitlines() if line.strip()]
+            how = (lines[-1] if lines else "no output")[:60]
+        return f"{how}, exit {self.returncode}, {self.seconds:.0f} s"
+
+    def repeated_ids(self) -> list[tuple[int, list[str]]]:
+        """(request number, ids) for each upstream request whose history holds an id twice."""
+        found = []
+        for number, body in enumerate(self.requests):
+            ids = [
+                str(call.get("id"))
+                for message in body.get("messages", [])
+                if isinstance(message, dict) and message.get("role") == "assistant"
+                for call in message.get("tool_calls") or []
+                if isinstance(call, dict)
+            ]
+            twice = sorted(i for i, n in Counter(ids).items() if n > 1)
+            if twice:
+                found.append((number, twice))
+        return found
+
+
+def run_agent(agent: Agent, cell: Cell, route: str, root: Path) -> Run:
+    scratch = Scratch.make(root)
+    log = SimulatorLog()
+    with ExitStack() as stack:
+        sim = stack.enter_context(serving(create_simulator_app(log)))
+        server = sim
+        if route == "proxy":
+            upstream = Route(name="default", upstream=sim.url + "/v1")
+            server = stack.enter_context(serving(create_app(Settings(routes=(upstream,)))))
+        call = agent.invocation(scratch, server.url + "/v1", cell.model)
+        returncode, seconds, output = _execute(call.argv, call.env, call.stdin, scratch)
+        trips = _breaker_trips(server.url) if route == "proxy" else None
+        requests = list(log.requests)
+    wrote = scratch.out.exists() and scratch.out.read_text() == WRITTEN
+    guarded = agent.own_guard is not None and agent.own_guard in output
+    return Run(
+        agent.name,
+        cell,
+        route,
+        returncode,
+        seconds,
+        output,
+        _runs(scratch),
+        wrote,
+        requests,
+        breaker_trips=trips,
+        guard_halted=guarded,
+    )
+
+
+def _runs(scratch: Scratch) -> int:
+    return len(scratch.log.read_text().splitlines()) if scratch.log.exists() else 0
+
+
+def _execute(
+    argv: list[str], env: dict[str, str], stdin: str | None, scratch: Scratch
+) -> tuple[int | None, float, str]:
+    """Run the agent in its own process group until it exits, or kill the whole group once
+    the command has run `LOOPING` times or at the deadline."""
+    out_path = scratch.root / "output.txt"
+    started = time.monotonic()
+    with out_path.open("wb") as out:
+        proc = subprocess.Popen(
+            argv,
+            cwd=scratch.work,
+            env=env,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        if stdin is not None and proc.stdin is not None:
+            proc.stdin.write(stdin.encode())
+            proc.stdin.close()
+        returncode = proc.poll()
+        while returncode is None and _runs(scratch) < LOOPING:
+            if time.monotonic() - started > DEADLINE:
+                break
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                returncode = proc.wait(timeout=POLL)
+        seconds = time.monotonic() - started
+        # Also whatever the agent left running (a tool's shell, a language server).
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return returncode, seconds, out_path.read_text(errors="replace")
+
+
+def _breaker_trips(proxy_url: str) -> int:
+    text = httpx.get(proxy_url + "/metrics", timeout=10).text
+    match = _BREAKER.search(text)
+    return int(float(match.group(1))) if match else 0
+
+
+def table(runs: list[Run], versions: dict[str, str]) -> str:
+    """The matrix as Markdown: agent x mode x replay id, direct vs proxy."""
+    by_key = {(r.agent, r.cell, r.route): r for r in runs}
+    lines = [
+        "| agent | mode | replay id | direct: runs | direct: ended | proxy: runs | proxy: ended |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for agent, version in versions.items():
+        for cell in CELLS:
+            direct, proxied = (
+                by_key.get((agent, cell, "direct")),
+                by_key.get((agent, cell, "proxy")),
+            )
+            if direct is None and proxied is None:
+                continue
+            cols = [
+                f"{agent} {version}",
+                cell.mode,
+                cell.replay_id,
+                str(direct.runs) if direct else "",
+                direct.ended if direct else "",
+                str(proxied.runs) if proxied else "",
+                proxied.ended if proxied else "",
+            ]
+            lines.append("| " + " | ".join(cols) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,46 @@
+"""The doctor pointed at the proxy in front of each quirky profile: what is left to report.
+
+Everything the doctor names directly at the provider (test_profiles.py) is gone behind the
+proxy with its default settings, except what the proxy passes through on purpose (SSE comments,
+which non-JSON data lines also become). A replay loop ends as the proxy's own loop_detected
+error, which the report shows as an incomplete turn, not as a provider that forgot to finish
+its stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from proxy.app import create_app
+from proxy.config import Route, Settings
+from proxy.doctor.diagnose import diagnose
+from tests.doctor.test_profiles import EXPECTED
+from tests.servers import ServerThread, serving
+
+PASSED_THROUGH = {"fault-garbage": {"keep_alives"}}
+LOOPS = {"replay-loop", "replay-loop-restarted"}
+
+
+@pytest.fixture(scope="module")
+def proxy(provider: ServerThread) -> Iterator[ServerThread]:
+    route = Route(name="default", upstream=provider.url + "/v1")
+    with serving(create_app(Settings(routes=(route,)))) as server:
+        yield server
+
+
+@pytest.mark.parametrize("profile", sorted(EXPECTED))
+def test_behind_the_proxy_nothing_is_left_to_report(proxy: ServerThread, profile: str) -> None:
+    diagnosis = diagnose(proxy.url + "/v1", profile, None, timeout=60)
+    assert {f.quirk.code for f in diagnosis.findings} == PASSED_THROUGH.get(profile, set())
+    if profile not in LOOPS:
+        assert diagnosis.responses == 6 and diagnosis.incomplete == []
+        return
+    # The loop is stopped with a 422, streaming too: the looping model sends nothing before
+    # its replays, so the loop shows before the stream's first byte (SPEC §5).
+    whys = dict(diagnosis.incomplete)
+    streamed = next(why for label, why in whys.items() if label.startswith("streaming"))
+    whole = next(why for label, why in whys.items() if label.startswith("non-streaming"))
+    assert streamed.startswith("HTTP 422: Tool-call replay loop detected")
+    assert whole.startswith("HTTP 422: Tool-call replay loop detected")
