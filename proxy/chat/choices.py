@@ -18,7 +18,7 @@ from typing import Any
 
 from proxy.chat.calls import ChoiceCalls, merge_fragments
 from proxy.chat.continuation import RoundContent
-from proxy.chat.decide import ResponseIds, truthful_finish_reason
+from proxy.chat.decide import ChoiceIds, ResponseIds, truthful_finish_reason
 from proxy.chat.guard import Replay
 from proxy.chat.notes import DeltaRepaired, Note
 from proxy.chat.textcalls import RecoveredCall, TextCallScanner
@@ -32,7 +32,9 @@ class ChoiceChange(Enum):
 
 @dataclass(slots=True)
 class ChoiceState:
-    calls: ChoiceCalls
+    index: int
+    ids: ChoiceIds
+    calls: ChoiceCalls | None = None  # from the choice's first tool call (most have none)
     finished: bool = False
     scanner: TextCallScanner | None = None  # only when text tool calls are recovered
 
@@ -77,7 +79,7 @@ class Choices:
 
     def replays(self) -> list[Replay]:
         """The replays of the first choice (the only one, when a follow-up is asked for)."""
-        return list(next(iter(self._states.values())).calls.ids.replays)
+        return list(next(iter(self._states.values())).ids.replays)
 
     def rewrite_all(self, choices: list[Any]) -> tuple[bool, list[Any]]:
         """Rewrites a chunk's choices in place: (whether any changed, the choices to keep)."""
@@ -118,9 +120,13 @@ class Choices:
     def _state(self, index: int) -> ChoiceState:
         state = self._states.get(index)
         if state is None:
-            calls = ChoiceCalls(index, self._ids.choice(index), self._ids, self._notes)
-            state = self._states[index] = ChoiceState(calls)
+            state = self._states[index] = ChoiceState(index, self._ids.choice(index))
         return state
+
+    def _calls(self, state: ChoiceState) -> ChoiceCalls:
+        if state.calls is None:
+            state.calls = ChoiceCalls(state.index, state.ids, self._ids, self._notes)
+        return state.calls
 
     def _rewrite(self, choice: dict[str, Any], position: int) -> ChoiceChange:
         index = choice.get("index")
@@ -161,7 +167,7 @@ class Choices:
         if "tool_calls" in delta:
             changed = True
             # extend, not rebind: calls recovered from this delta's text are in `emitted`
-            emitted.extend(state.calls.take(delta.pop("tool_calls")))
+            emitted.extend(self._calls(state).take(delta.pop("tool_calls")))
         return changed
 
     def _finish_choice(
@@ -191,17 +197,18 @@ class Choices:
         released = ""
         if state.scanner is not None:
             released = self._text_segments(state, state.scanner.end(), out)
-        state.calls.finish(out)
+        if state.calls is not None:
+            state.calls.finish(out)
         return released
 
     def _finish_reason(self, state: ChoiceState, reason: object) -> object:
-        fixed = truthful_finish_reason(bool(state.calls.ids.delivered), reason)
+        fixed = truthful_finish_reason(bool(state.ids.delivered), reason)
         if fixed != reason:
             self._notes.append(DeltaRepaired(kind="finish_reason", detail=f"{reason} -> {fixed}"))
         return fixed
 
     def _asks_followup(self, state: ChoiceState) -> bool:
-        ids = state.calls.ids
+        ids = state.ids
         return (
             self._followups and self._ids.guard.enabled and bool(ids.replays) and not ids.delivered
         )
@@ -224,16 +231,15 @@ class Choices:
             del delta["content"]
         return True
 
-    @staticmethod
     def _text_segments(
-        state: ChoiceState, segments: list[str | RecoveredCall], out: list[dict[str, Any]]
+        self, state: ChoiceState, segments: list[str | RecoveredCall], out: list[dict[str, Any]]
     ) -> str:
         text: list[str] = []
         for segment in segments:
             if isinstance(segment, str):
                 text.append(segment)
             else:
-                state.calls.recovered(segment, out)
+                self._calls(state).recovered(segment, out)
         return "".join(text)
 
 

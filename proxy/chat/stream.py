@@ -111,7 +111,7 @@ class StreamSanitizer:
         self.error: ReplayLoopDetected | None = None
         self.non_json_events = 0
         self.ignored_bytes = 0  # fed after the stream ended (see the module's docstring)
-        self._phase = _STREAMING
+        self.phase = _STREAMING  # changed by _go() only
         self._decoder = SSEDecoder()
         self._round = Continuation(carry)
         self._carry = self._round.carry
@@ -134,16 +134,12 @@ class StreamSanitizer:
         self._hot = False
 
     @property
-    def phase(self) -> StreamPhase:
-        return self._phase
-
-    @property
     def nothing_released(self) -> bool:
         """No byte of this response (any round) has been handed out: a trip now is a 422."""
         return not self._carry.released
 
     def feed(self, data: bytes) -> list[bytes]:
-        phase = self._phase
+        phase = self.phase
         if phase is _STREAMING or phase is _FOLLOWUP:
             return self._head.release(self._read(data), self.error is not None)
         self.ignored_bytes += len(data)
@@ -151,11 +147,11 @@ class StreamSanitizer:
 
     def end(self) -> list[bytes]:
         """The upstream body ended cleanly: complete whatever it left unfinished."""
-        phase = self._phase
+        phase = self.phase
         if phase is not _STREAMING and phase is not _FOLLOWUP:
             return []
         out = self._handle(self._decoder.end())
-        if self._phase is _STREAMING or self._phase is _FOLLOWUP:
+        if self.phase is _STREAMING or self.phase is _FOLLOWUP:
             try:
                 out += self._close()
             except ReplayLoopDetected as exc:  # a call held to the end was a looping replay
@@ -163,10 +159,10 @@ class StreamSanitizer:
         return self._head.release(out, self.error is not None)
 
     def _go(self, step: Step) -> None:
-        phase = _TRANSITIONS.get((self._phase, step))
+        phase = _TRANSITIONS.get((self.phase, step))
         if phase is None:
-            raise StreamStateError(f"no {step.name} step from {self._phase.name}")
-        self._phase = phase
+            raise StreamStateError(f"no {step.name} step from {self.phase.name}")
+        self.phase = phase
 
     def _trip(self, exc: ReplayLoopDetected, out: list[bytes]) -> None:
         self.error = exc
@@ -176,7 +172,7 @@ class StreamSanitizer:
     # -- reads ---------------------------------------------------------------------------------
 
     def _read(self, data: bytes) -> list[bytes]:
-        if self._phase is _STREAMING and data[-2:] == b"\n\n" and self._decoder.idle:
+        if self.phase is _STREAMING and data[-2:] == b"\n\n" and self._decoder.idle:
             if self._hot:
                 if self._forwardable(data):
                     # The hot path: the read leaves as it arrived, no events built (bench.core:
@@ -215,7 +211,7 @@ class StreamSanitizer:
         out: list[bytes] = []
         try:
             for event in events:
-                phase = self._phase
+                phase = self.phase
                 if phase is _DONE or phase is _FAILED:
                     break
                 self._event(event, out)
@@ -226,11 +222,11 @@ class StreamSanitizer:
     def _event(self, event: SSEEvent, out: list[bytes]) -> None:
         data = event.data
         if data is None:
-            if self._phase is _STREAMING:
+            if self.phase is _STREAMING:
                 out.append(encode_event(None, event.other))  # comments and keep-alives
         elif event.is_done:
             out.extend(self._close())
-        elif self._phase is _FOLLOWUP:
+        elif self.phase is _FOLLOWUP:
             self._round.swallow(data)
         elif self._hot and self._forwardable(b"data: " + data + b"\n\n"):
             if self._content is not None:
@@ -291,11 +287,11 @@ class StreamSanitizer:
     def _close(self) -> list[bytes]:
         """End of this round: finish open choices, then `[DONE]` (or hand over to a follow-up)."""
         out: list[bytes] = []
-        if self._phase is _STREAMING:
+        if self.phase is _STREAMING:
             out = [self._round.synthetic(choice) for choice in self._choices.close()]
             if self._choices.replays_only:
                 self._go(Step.REPLAYS_ONLY)
-        if self._phase is _FOLLOWUP:
+        if self.phase is _FOLLOWUP:
             content = self._content.text() if self._content is not None else ""
             self.followup = self._round.followup(content, self._choices.replays())
             self._go(Step.ROUND_END)
