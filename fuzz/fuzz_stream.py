@@ -21,10 +21,15 @@ import atheris
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 with atheris.instrument_imports(include=["proxy"]):
+    import proxy.chat.calls
+    import proxy.chat.choices
+    import proxy.chat.continuation
     import proxy.chat.decide
     import proxy.chat.guard
+    import proxy.chat.head
     import proxy.chat.history
     import proxy.chat.ids
+    import proxy.chat.jsoncomplete
     import proxy.chat.message
     import proxy.chat.sse_scan
     import proxy.chat.stream

@@ -62,27 +62,23 @@ is_plain(const char *data, Py_ssize_t size)
     }
 }
 
-static Py_ssize_t
-count(const char *data, Py_ssize_t size, const char *needle, size_t length)
-{
-    /* Non-overlapping occurrences, as bytes.count counts them. */
-    const char *end = data + size;
-    const char *at = data;
-    Py_ssize_t found = 0;
-
-    while ((at = memmem(at, (size_t)(end - at), needle, length)) != NULL) {
-        found++;
-        at += length;
-    }
-    return found;
-}
-
 static int
 has_live_finish(const char *data, Py_ssize_t size)
 {
-    /* Some `"finish_reason"` is not the compact `"finish_reason":null`. */
-    return count(data, size, "\"finish_reason\"", 15)
-        != count(data, size, "\"finish_reason\":null", 20);
+    /* Some `"finish_reason"` (found left to right, not overlapping) is not followed by
+     * `:null`: one pass, where counting the key and its compact null form took two. */
+    static const char KEY[] = "\"finish_reason\"";
+    const size_t key_len = sizeof(KEY) - 1;
+    const char *end = data + size;
+    const char *at = data;
+
+    while ((at = memmem(at, (size_t)(end - at), KEY, key_len)) != NULL) {
+        at += key_len;
+        if (end - at < 5 || memcmp(at, ":null", 5) != 0) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 static int

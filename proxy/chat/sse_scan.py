@@ -10,7 +10,8 @@ The flags:
 - PLAIN: the read is whole one-line `data: {...}` events (it starts with `data: {`, ends with
   a blank line, has no CR, and every newline belongs to an event's closing blank line);
 - TOOL_CALLS: `tool_calls` occurs;
-- LIVE_FINISH: some `"finish_reason"` is not the compact `"finish_reason":null`;
+- LIVE_FINISH: some `"finish_reason"` (found left to right, not overlapping) is not followed
+  by `:null`, i.e. not the compact `"finish_reason":null`;
 - USAGE: `"usage"` occurs (looked for only when `want` has USAGE);
 - MARKUP: the start of a tool-call marker may occur (`<`, `[T`, `["`, `\\u003c`; looked for
   only when `want` has MARKUP);
@@ -52,7 +53,12 @@ def scan_py(data: bytes, want: int) -> int:
         return 0
     if b"tool_calls" in data:
         return PLAIN | TOOL_CALLS
-    if data.count(b'"finish_reason"') != data.count(b'"finish_reason":null'):
+    # Some `"finish_reason"` (found left to right, not overlapping) is not followed by `:null`:
+    # the counts of the key and of its compact null form differ, or two keys share a quote.
+    if (
+        data.count(b'"finish_reason"') != data.count(b'"finish_reason":null')
+        or b'"finish_reason"finish_reason"' in data
+    ):
         return PLAIN | LIVE_FINISH
     flags = PLAIN
     if want & USAGE and b'"usage"' in data:

@@ -65,6 +65,9 @@ STOP_CHUNK = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}
         (b'data: {"finish_reason":"tool_calls","tool_calls":1}\n\n', PLAIN | TOOL_CALLS),
         # a finish_reason value inside content is escaped, so it is not a key
         (b'data: {"content":"\\"finish_reason\\":\\"stop\\""}\n\n', PLAIN),
+        # two keys sharing a quote: the first is not followed by `:null`
+        (b'data: {"finish_reason"finish_reason":null}\n\n', PLAIN | LIVE_FINISH),
+        (b'data: {"finish_reason":null,"finish_reason":null}\n\n', PLAIN),
     ],
 )
 def test_flags_on_examples(scan: Callable[[bytes, int], int], data: bytes, expected: int) -> None:
@@ -151,6 +154,8 @@ PIECES = [
     b"\r",
     b'"finish_reason"',
     b'"finish_reason":null',
+    b"finish_reason",
+    b'finish_reason"',
     b":null",
     b": null",
     b'"stop"',

@@ -1,0 +1,378 @@
+"""The tool calls of one choice in a stream: deltas to call slots, slots to OpenAI's shape.
+
+Rules (SPEC §4):
+- Calls are told apart by `(choice, index)`; the fallbacks for servers that number calls
+  otherwise are one small function each in `ChoiceCalls._route`: a missing index, an index no
+  call has, several calls at one index, a complete call's index reused.
+- A call is *open* until its arguments form a complete JSON value (`jsoncomplete`), decided
+  incrementally so that the work stays linear in the arguments' length.
+- Each delivered call gets one header (id, type, name, the arguments so far), then bare
+  argument fragments. The header waits only until its client id can be decided (SPEC §2): a
+  raw id, or complete arguments, or the choice's end; a possible replay or in-response
+  duplicate waits for complete arguments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, auto
+from typing import Any
+
+from proxy.chat.decide import ChoiceIds, ResponseIds, Verdict
+from proxy.chat.ids import normalize_raw_id
+from proxy.chat.jsoncomplete import JsonCompleteness, Progress, is_complete_json
+from proxy.chat.notes import DeltaRepaired, IdRewritten, Note
+from proxy.chat.textcalls import RecoveredCall
+from proxy.jsontext import dumps
+
+
+class SlotState(Enum):
+    PENDING = auto()  # header not sent yet (id undecided, or held as a possible replay)
+    LIVE = auto()  # header sent; fragments are forwarded as they arrive
+    DROPPED = auto()  # duplicate or replay: the client never sees it
+
+
+class CallSlot:
+    """One tool call as the upstream streams it."""
+
+    __slots__ = (
+        "_json",
+        "_length",
+        "_parts",
+        "_unscanned",
+        "client_index",
+        "complete",
+        "examined",
+        "name_",
+        "raw_id",
+        "state",
+    )
+
+    def __init__(self) -> None:
+        self.raw_id: str | None = None
+        self.name_: str | None = None
+        self._parts: list[str] = []
+        self._length = 0
+        self._json = JsonCompleteness()
+        self._unscanned: list[str] = []  # fragments the completeness scan has not seen yet
+        self.complete = False
+        self.state = SlotState.PENDING
+        self.client_index = -1
+        # Characters joined, compared or parsed for the arguments beyond the completeness
+        # scan's own count: with it, linear in the arguments' length (tests check it).
+        self.examined = 0
+
+    @property
+    def name(self) -> str:
+        return self.name_ or ""
+
+    @property
+    def has_arguments(self) -> bool:
+        return bool(self._parts)
+
+    @property
+    def work(self) -> int:
+        """Characters examined for this call's arguments so far, all steps together."""
+        return self.examined + self._json.examined
+
+    def arguments_text(self) -> str:
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+            self.examined += self._length
+        return self._parts[0] if self._parts else ""
+
+    def set_arguments(self, text: str) -> None:
+        self._parts = [text]
+        self._length = len(text)
+
+    def add_arguments(self, fragment: str) -> None:
+        self._parts.append(fragment)
+        self._length += len(fragment)
+        if self.complete or self._json.state is Progress.NEVER:
+            return
+        self._unscanned.append(fragment)
+        # Only after a closing bracket can the arguments have become complete: the scan
+        # catches up then, over the fragments it has not seen (each character once).
+        if fragment.rstrip()[-1:] not in ("}", "]"):
+            return
+        pending = self._unscanned[0] if len(self._unscanned) == 1 else "".join(self._unscanned)
+        self._unscanned = []
+        if self._json.feed(pending) is Progress.CLOSED:
+            text = self.arguments_text()
+            self.examined += len(text)
+            self.complete = is_complete_json(text)
+            if not self.complete:
+                self._json.give_up()
+
+    def is_flush(self, fragment: str) -> bool:
+        """SPEC §4: is `fragment` on its own a complete JSON value that starts with all the
+        arguments so far (a server's final flush of the whole arguments)?"""
+        if len(fragment) < self._length:
+            return False  # cannot start with them: no need to look at either
+        self.examined += len(fragment)
+        return fragment.startswith(self.arguments_text()) and is_complete_json(fragment)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDelta:
+    """One element of `delta.tool_calls`, read leniently."""
+
+    index: int | None
+    raw_id: str | None
+    name: str | None
+    fragment: str
+    position: int  # within its delta's `tool_calls`
+
+
+class ChoiceCalls:
+    """Routes one choice's tool-call deltas to slots and emits them in OpenAI's shape."""
+
+    __slots__ = ("_by_index", "_last", "_notes", "_response", "ids", "index", "slots")
+
+    def __init__(self, index: int, ids: ChoiceIds, response: ResponseIds, notes: list[Note]):
+        self.index = index
+        self.ids = ids
+        self._response = response
+        self._notes = notes
+        self.slots: list[CallSlot] = []
+        self._by_index: dict[int, CallSlot] = {}
+        self._last: CallSlot | None = None
+
+    def take(self, raw: object) -> list[dict[str, Any]]:
+        """A delta's `tool_calls`: the deltas the client receives for them."""
+        if isinstance(raw, dict):
+            raw = [raw]
+        if not isinstance(raw, list):
+            self._note("malformed_tool_calls")
+            return []
+        if not raw:
+            self._note("empty_tool_calls")
+            return []
+        out: list[dict[str, Any]] = []
+        for position, item in enumerate(raw):
+            if not isinstance(item, dict):
+                self._note("malformed_tool_call")
+                continue
+            self._take_one(self._read(item, position), out)
+        return out
+
+    def recovered(self, call: RecoveredCall, out: list[dict[str, Any]]) -> None:
+        """A call recovered from markup in the text: complete from the start."""
+        slot = self._new_slot(None)
+        slot.raw_id = call.raw_id
+        slot.name_ = call.name
+        slot.add_arguments(call.arguments)
+        slot.complete = True
+        self._notes.append(DeltaRepaired(kind="text_tool_call", detail=call.format))
+        self._try_header(slot, out, finishing=False)
+
+    def finish(self, out: list[dict[str, Any]]) -> None:
+        """The choice ends: decide what was held, and make every delivered call's arguments
+        parseable ("{}" for none)."""
+        for slot in self.slots:
+            if slot.state is SlotState.PENDING:
+                self._try_header(slot, out, finishing=True)
+            elif slot.state is SlotState.LIVE and not slot.arguments_text().strip():
+                slot.set_arguments("{}")
+                self._note("empty_arguments")
+                out.append({"index": slot.client_index, "function": {"arguments": "{}"}})
+
+    # -- one delta -----------------------------------------------------------------------------
+
+    def _read(self, item: dict[str, Any], position: int) -> ToolDelta:
+        raw_index = item.get("index")
+        fn = item.get("function")
+        fn = fn if isinstance(fn, dict) else {}
+        name = fn.get("name")
+        return ToolDelta(
+            index=raw_index if type(raw_index) is int else None,
+            raw_id=normalize_raw_id(item.get("id")),
+            name=name if isinstance(name, str) and name else None,
+            fragment=self._fragment(fn.get("arguments")),
+            position=position,
+        )
+
+    def _fragment(self, arguments: object) -> str:
+        if arguments is None:
+            return ""
+        if isinstance(arguments, str):
+            return arguments
+        self._note("object_arguments")
+        return dumps(arguments).decode()
+
+    def _take_one(self, delta: ToolDelta, out: list[dict[str, Any]]) -> None:
+        slot = self._route(delta)
+        fragment = delta.fragment
+        if fragment and slot.has_arguments and slot.is_flush(fragment):
+            # A final flush of the whole arguments: keep only what it adds (usually nothing).
+            fragment = fragment[len(slot.arguments_text()) :]
+            self._note("arguments_flush")
+        self._merge_identity(slot, delta)
+        if fragment:
+            slot.add_arguments(fragment)
+            if slot.state is SlotState.LIVE:
+                out.append({"index": slot.client_index, "function": {"arguments": fragment}})
+        if slot.state is SlotState.PENDING:
+            self._try_header(slot, out, finishing=False)
+        if fragment and slot.complete and slot.raw_id is not None:
+            # Later calls of this raw id waited for this one's arguments (SPEC §2.4).
+            for other in self.slots:
+                if other.state is SlotState.PENDING and other.raw_id == slot.raw_id:
+                    self._try_header(other, out, finishing=False)
+
+    def _merge_identity(self, slot: CallSlot, delta: ToolDelta) -> None:
+        """SPEC §4: the first real id wins; id and name are sent once."""
+        raw_id = delta.raw_id
+        if raw_id is not None and raw_id != slot.raw_id:
+            if slot.raw_id is None and slot.state is SlotState.PENDING:
+                slot.raw_id = raw_id
+            else:
+                self._note("id_changed")
+        elif raw_id is not None and slot.state is not SlotState.PENDING:
+            self._note("repeated_fields")
+        if delta.name is not None and slot.name_ is None:
+            slot.name_ = delta.name
+
+    # -- which call a delta belongs to (SPEC §4) ---------------------------------------------
+
+    def _route(self, delta: ToolDelta) -> CallSlot:
+        if delta.index is None:
+            return self._without_index(delta)
+        slot = self._by_index.get(delta.index)
+        if slot is None:
+            return self._at_free_index(delta, delta.index)
+        return self._at_taken_index(delta, delta.index, slot)
+
+    def _without_index(self, delta: ToolDelta) -> CallSlot:
+        """A nameless delta (the first of its `tool_calls`) continues the open call; a named
+        one, or a later one in the same delta, starts a call."""
+        self._note("missing_index")
+        last = self._last
+        if delta.name is None and delta.position == 0 and last is not None and not last.complete:
+            return last
+        return self._new_slot(None)
+
+    def _at_free_index(self, delta: ToolDelta, index: int) -> CallSlot:
+        """A bare delta at an index no call has continues the one open call: SGLang numbers a
+        call's first delta by its tool's position in the request's `tools`."""
+        if delta.raw_id is None and delta.name is None:
+            only = self._only_open()
+            if only is not None:
+                return self._remap(index, only)
+        return self._new_slot(index)
+
+    def _at_taken_index(self, delta: ToolDelta, index: int, slot: CallSlot) -> CallSlot:
+        if slot.complete and delta.raw_id is None and delta.name is None:
+            # A complete call is no longer open: a bare fragment (not a final flush; trailing
+            # whitespace after the JSON stays where it was) belongs to the one open call, since
+            # SGLang numbered that index by tool position and a later call reuses it.
+            only = self._only_open()
+            if only is not None and delta.fragment.strip() and not slot.is_flush(delta.fragment):
+                return self._remap(index, only)
+        if self._starts_parallel_call(delta, slot):
+            # Servers that put every parallel call at index 0.
+            self._note("parallel_calls_one_index")
+            return self._new_slot(index)
+        if delta.name is not None and slot.state is not SlotState.PENDING:
+            self._note("repeated_fields")
+        return slot
+
+    @staticmethod
+    def _starts_parallel_call(delta: ToolDelta, slot: CallSlot) -> bool:
+        """A name with a new id, or a name with arguments after the call at this index is
+        complete (and not a final flush), starts another call."""
+        if delta.name is None:
+            return False
+        if delta.raw_id is not None and slot.raw_id is not None and delta.raw_id != slot.raw_id:
+            return True
+        return slot.complete and bool(delta.fragment) and not slot.is_flush(delta.fragment)
+
+    def _only_open(self) -> CallSlot | None:
+        open_slots = [slot for slot in self.slots if not slot.complete]
+        return open_slots[0] if len(open_slots) == 1 else None
+
+    def _remap(self, index: int, slot: CallSlot) -> CallSlot:
+        self._note("index_remapped")
+        self._by_index[index] = slot
+        return slot
+
+    def _new_slot(self, index: int | None) -> CallSlot:
+        slot = CallSlot()
+        self.slots.append(slot)
+        self._last = slot
+        if index is not None:
+            self._by_index[index] = slot
+        return slot
+
+    # -- headers (SPEC §2) -------------------------------------------------------------------
+
+    def _try_header(self, slot: CallSlot, out: list[dict[str, Any]], *, finishing: bool) -> None:
+        if slot.name_ is None:
+            if finishing:
+                slot.state = SlotState.DROPPED
+                self._note("nameless_call_dropped")
+            return
+        if not finishing and not self._decidable(slot):
+            return
+        if finishing and not slot.arguments_text().strip():
+            slot.set_arguments("{}")
+            self._note("empty_arguments")
+        decision = self._response.decide(self.ids, slot.raw_id, slot)
+        if decision.verdict is not Verdict.DELIVER:
+            slot.state = SlotState.DROPPED
+            self._notes.append(decision.dropped(self.index, slot.name, slot.raw_id))
+            return
+        slot.state = SlotState.LIVE
+        slot.client_index = decision.index
+        if decision.reason is not None:
+            self._notes.append(
+                IdRewritten(
+                    choice=self.index,
+                    index=decision.index,
+                    name=slot.name,
+                    raw_id=slot.raw_id,
+                    client_id=decision.client_id,
+                    reason=decision.reason,
+                )
+            )
+        out.append(
+            {
+                "index": decision.index,
+                "id": decision.client_id,
+                "type": "function",
+                "function": {"name": slot.name, "arguments": slot.arguments_text()},
+            }
+        )
+
+    def _decidable(self, slot: CallSlot) -> bool:
+        """Before its choice ends, may this call's client id be decided now?"""
+        raw_id = slot.raw_id
+        if not slot.complete and (raw_id is None or self._response.needs_hold(self.ids, raw_id)):
+            return False
+        # SPEC §2.4: a second call of a raw id is compared with the first once both are
+        # complete; parallel calls may interleave, so the first may still be streaming.
+        return raw_id is None or not any(
+            other is not slot
+            and other.raw_id == raw_id
+            and other.state is SlotState.LIVE
+            and not other.complete
+            for other in self.slots
+        )
+
+    def _note(self, kind: str) -> None:
+        self._notes.append(DeltaRepaired(kind=kind))
+
+
+def merge_fragments(deltas: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Adjacent fragments of one call in one chunk become one fragment."""
+    merged: list[dict[str, Any]] = []
+    for delta in deltas:
+        previous = merged[-1] if merged else None
+        if previous is not None and "id" not in delta and previous["index"] == delta["index"]:
+            previous["function"] = {
+                **previous["function"],
+                "arguments": previous["function"]["arguments"] + delta["function"]["arguments"],
+            }
+            continue
+        merged.append(delta)
+    return merged

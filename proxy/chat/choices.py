@@ -1,0 +1,250 @@
+"""The choices of one streamed response: each choice's rewrite, its finish, its leaked calls.
+
+Rules (SPEC §4, §5):
+- A choice's tool-call deltas go to its `ChoiceCalls`; with text tool calls on, its content
+  passes through a `TextCallScanner` first, and recovered calls join the native ones.
+- A choice finishes at its first real `finish_reason` (`""` is what some servers send for
+  "not finished"), or at the stream's end: what was held is released, and `finish_reason` is
+  made truthful.
+- With one choice, a choice that finishes with replays as its only calls asks for a
+  follow-up round (`replays_only`); the stream's phases act on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, auto
+from typing import Any
+
+from proxy.chat.calls import ChoiceCalls, merge_fragments
+from proxy.chat.continuation import RoundContent
+from proxy.chat.decide import ChoiceIds, ResponseIds, truthful_finish_reason
+from proxy.chat.guard import Replay
+from proxy.chat.notes import DeltaRepaired, Note
+from proxy.chat.textcalls import RecoveredCall, TextCallScanner
+
+
+class ChoiceChange(Enum):
+    SAME = auto()  # nothing to change: the choice goes out as it arrived
+    CHANGED = auto()  # rewritten in place
+    EMPTY = auto()  # nothing left to send: the choice leaves its chunk
+
+
+@dataclass(slots=True)
+class ChoiceState:
+    index: int
+    ids: ChoiceIds
+    calls: ChoiceCalls | None = None  # from the choice's first tool call (most have none)
+    finished: bool = False
+    scanner: TextCallScanner | None = None  # only when text tool calls are recovered
+
+
+class Choices:
+    __slots__ = (
+        "_content",
+        "_followups",
+        "_ids",
+        "_notes",
+        "_states",
+        "_text_calls",
+        "raw_seen",
+        "replays_only",
+    )
+
+    def __init__(
+        self,
+        ids: ResponseIds,
+        notes: list[Note],
+        *,
+        text_calls: bool,
+        content: RoundContent | None,
+        followups: bool,
+    ):
+        self._ids = ids
+        self._notes = notes
+        self._text_calls = text_calls
+        self._content = content  # collects the round's text when it may need a follow-up
+        self._followups = followups
+        self._states: dict[int, ChoiceState] = {}
+        self.raw_seen = False  # a chunk with a choice was forwarded without being parsed
+        self.replays_only = False  # a choice finished whose only calls were replays
+
+    def holding_text(self) -> bool:
+        """Must some choice's text-call scanner see all content? No content seen yet counts
+        too: the whole message may be one JSON call."""
+        for state in self._states.values():
+            if state.scanner is None or state.scanner.holding:
+                return True
+        return not self._states
+
+    def replays(self) -> list[Replay]:
+        """The replays of the first choice (the only one, when a follow-up is asked for)."""
+        return list(next(iter(self._states.values())).ids.replays)
+
+    def rewrite_all(self, choices: list[Any]) -> tuple[bool, list[Any]]:
+        """Rewrites a chunk's choices in place: (whether any changed, the choices to keep)."""
+        changed = False
+        kept = []
+        for position, choice in enumerate(choices):
+            if not isinstance(choice, dict):
+                kept.append(choice)
+                continue
+            result = self._rewrite(choice, position)
+            changed = changed or result is not ChoiceChange.SAME
+            if result is not ChoiceChange.EMPTY:
+                kept.append(choice)
+        return changed, kept
+
+    def close(self) -> list[dict[str, Any]]:
+        """The stream ended: finish every open choice; the finishing choices to send."""
+        if not self._states and self.raw_seen:
+            self._state(0)
+        out: list[dict[str, Any]] = []
+        for index, state in sorted(self._states.items()):
+            if state.finished:
+                continue
+            emitted: list[dict[str, Any]] = []
+            released = self._finish(state, emitted)
+            reason = self._finish_reason(state, None) or "stop"
+            if self._asks_followup(state):
+                self.replays_only = True
+                break
+            delta: dict[str, Any] = {"content": released} if released else {}
+            if emitted:
+                delta["tool_calls"] = merge_fragments(emitted)
+            out.append({"index": index, "delta": delta, "finish_reason": reason})
+        return out
+
+    # -- one choice ------------------------------------------------------------------------------
+
+    def _state(self, index: int) -> ChoiceState:
+        state = self._states.get(index)
+        if state is None:
+            state = self._states[index] = ChoiceState(index, self._ids.choice(index))
+        return state
+
+    def _calls(self, state: ChoiceState) -> ChoiceCalls:
+        if state.calls is None:
+            state.calls = ChoiceCalls(state.index, state.ids, self._ids, self._notes)
+        return state.calls
+
+    def _rewrite(self, choice: dict[str, Any], position: int) -> ChoiceChange:
+        index = choice.get("index")
+        state = self._state(index if isinstance(index, int) else position)
+        delta = choice.get("delta")
+        emitted: list[dict[str, Any]] = []
+        changed = isinstance(delta, dict) and self._rewrite_delta(state, delta, emitted)
+        reason = choice.get("finish_reason")
+        # Some servers send `"finish_reason": ""` on every chunk: that does not end the choice
+        # (SPEC §4: the real finish still has to say tool_calls after calls).
+        if reason is not None and reason != "" and not state.finished:
+            changed = self._finish_choice(state, choice, reason, emitted) or changed
+        if emitted:
+            # SPEC §4: what the finish released (held headers, "{}" for empty arguments) must
+            # reach the client even when the chunk itself needed no other change.
+            _delta_of(choice)["tool_calls"] = merge_fragments(emitted)
+            return ChoiceChange.CHANGED
+        if not changed:
+            return ChoiceChange.SAME
+        delta = choice.get("delta")
+        if (
+            isinstance(delta, dict)
+            and not delta
+            and choice.get("finish_reason") is None
+            and not choice.get("logprobs")
+        ):
+            return ChoiceChange.EMPTY
+        return ChoiceChange.CHANGED
+
+    def _rewrite_delta(
+        self, state: ChoiceState, delta: dict[str, Any], emitted: list[dict[str, Any]]
+    ) -> bool:
+        changed = False
+        if self._text_calls and isinstance(delta.get("content"), str) and delta["content"]:
+            changed = self._scan_text(state, delta, emitted)
+        if self._content is not None and isinstance(delta.get("content"), str):
+            self._content.add_text(delta["content"])
+        if "tool_calls" in delta:
+            changed = True
+            # extend, not rebind: calls recovered from this delta's text are in `emitted`
+            emitted.extend(self._calls(state).take(delta.pop("tool_calls")))
+        return changed
+
+    def _finish_choice(
+        self,
+        state: ChoiceState,
+        choice: dict[str, Any],
+        reason: object,
+        emitted: list[dict[str, Any]],
+    ) -> bool:
+        changed = False
+        released = self._finish(state, emitted)
+        if released:
+            delta = _delta_of(choice)
+            delta["content"] = (delta.get("content") or "") + released
+            changed = True
+        fixed = self._finish_reason(state, reason)
+        if fixed != reason:
+            choice["finish_reason"] = fixed
+            changed = True
+        if self._asks_followup(state):
+            self.replays_only = True
+        return changed
+
+    def _finish(self, state: ChoiceState, out: list[dict[str, Any]]) -> str:
+        """Release what was held; appends tool-call deltas to `out`, returns released text."""
+        state.finished = True
+        released = ""
+        if state.scanner is not None:
+            released = self._text_segments(state, state.scanner.end(), out)
+        if state.calls is not None:
+            state.calls.finish(out)
+        return released
+
+    def _finish_reason(self, state: ChoiceState, reason: object) -> object:
+        fixed = truthful_finish_reason(bool(state.ids.delivered), reason)
+        if fixed != reason:
+            self._notes.append(DeltaRepaired(kind="finish_reason", detail=f"{reason} -> {fixed}"))
+        return fixed
+
+    def _asks_followup(self, state: ChoiceState) -> bool:
+        ids = state.ids
+        return (
+            self._followups and self._ids.guard.enabled and bool(ids.replays) and not ids.delivered
+        )
+
+    # -- text tool calls -------------------------------------------------------------------------
+
+    def _scan_text(
+        self, state: ChoiceState, delta: dict[str, Any], out: list[dict[str, Any]]
+    ) -> bool:
+        """Content passes through the markup scanner; True when the delta changed."""
+        if state.scanner is None:
+            state.scanner = TextCallScanner(self._ids.facts.offered_tools)
+        original = delta["content"]
+        text = self._text_segments(state, state.scanner.feed(original), out)
+        if text == original:
+            return False
+        if text:
+            delta["content"] = text
+        else:
+            del delta["content"]
+        return True
+
+    def _text_segments(
+        self, state: ChoiceState, segments: list[str | RecoveredCall], out: list[dict[str, Any]]
+    ) -> str:
+        text: list[str] = []
+        for segment in segments:
+            if isinstance(segment, str):
+                text.append(segment)
+            else:
+                self._calls(state).recovered(segment, out)
+        return "".join(text)
+
+
+def _delta_of(choice: dict[str, Any]) -> dict[str, Any]:
+    delta = choice.get("delta")
+    if not isinstance(delta, dict):
+        delta = choice["delta"] = {}
+    return delta

@@ -1,0 +1,201 @@
+"""What a round of a streamed response hands to the next, and how a follow-up round reads as
+the same message (SPEC §5).
+
+A round whose only calls were replays ends in `FollowupNeeded`: the shell sends the upstream
+a follow-up request and streams its answer through a new core built with the `Carry`. That
+round then takes the first round's `id`, `created` and `model`, drops its `role` delta, and
+reports usage once, at the end, summed over the rounds.
+
+A core never changes the `Carry` it was given: it works on its own copy and hands the next
+round's in `FollowupNeeded.carry`.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from proxy.chat.guard import Replay
+from proxy.jsontext import dumps
+from proxy.sse import encode_event
+
+
+@dataclass(slots=True)
+class Carry:
+    """What a follow-up round inherits from the rounds before it (SPEC §5)."""
+
+    response_id: Any = None
+    created: Any = None
+    model: Any = None
+    usage: dict[str, Any] | None = None
+    # SPEC §5: until a byte reaches the client a loop can still be a plain HTTP 422, so events
+    # that show the user nothing (a first chunk with only `role`) wait here for the next one.
+    head_pending: list[bytes] = field(default_factory=list)
+    released: bool = False  # some bytes of this response were handed to the shell
+
+
+@dataclass(frozen=True, slots=True)
+class FollowupNeeded:
+    content: str
+    replays: list[Replay]
+    carry: Carry
+
+
+def add_usage(total: dict[str, Any] | None, usage: object) -> dict[str, Any] | None:
+    """Sum numeric usage fields (nested details too) over rounds."""
+    if not isinstance(usage, dict):
+        return total
+    if total is None:
+        return orjson.loads(dumps(usage))  # type: ignore[no-any-return]
+    for key, value in usage.items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            previous = total.get(key)
+            total[key] = (previous if isinstance(previous, int | float) else 0) + value
+        elif isinstance(value, dict):
+            total[key] = add_usage(
+                total.get(key) if isinstance(total.get(key), dict) else None, value
+            )
+    return total
+
+
+class RoundContent:
+    """The text of a round that may end in a follow-up, whose request repeats it (SPEC §5).
+    Events forwarded without parsing are kept as their bytes, parsed only if it comes to that."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: list[bytes | str] = []
+
+    def add_event(self, data: bytes) -> None:
+        self._items.append(data)
+
+    def add_read(self, read: bytes) -> None:
+        """A read of whole one-line `data: {...}` events."""
+        self._items.extend(block[6:] for block in read[:-2].split(b"\n\n"))
+
+    def add_text(self, text: str) -> None:
+        self._items.append(text)
+
+    def text(self) -> str:
+        parts: list[str] = []
+        for item in self._items:
+            if isinstance(item, str):
+                parts.append(item)
+                continue
+            try:
+                chunk = orjson.loads(item)
+                content = chunk["choices"][0]["delta"].get("content")
+            except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
+                continue
+            if isinstance(content, str):
+                parts.append(content)
+        return "".join(parts)
+
+
+class Continuation:
+    """A round's message identity and usage: carried in, rewritten, handed on."""
+
+    __slots__ = ("_held_usage", "_usage_sent", "active", "carry", "envelope")
+
+    def __init__(self, carry: Carry | None):
+        self.active = carry is not None  # this round continues an earlier one
+        self.carry = _own_copy(carry) if carry is not None else Carry()
+        self.envelope: dict[str, Any] | None = None  # id, object, created, model of the round
+        # SPEC §5: a round may turn out to be replay-only after its usage chunk passed (no
+        # finish_reason); while a replay is possible, usage-only chunks wait for the round's end.
+        self._held_usage: list[tuple[bytes, Any]] = []
+        self._usage_sent = False
+
+    def take_envelope(self, chunk: dict[str, Any]) -> bool:
+        """The first chunk that names the response gives synthetic chunks their envelope
+        (and, in a first round, the message its identity); True for that chunk."""
+        if self.envelope is not None or not chunk.get("id"):
+            return False
+        self.envelope = {k: chunk[k] for k in ("id", "object", "created", "model") if k in chunk}
+        carry = self.carry
+        if carry.response_id is None:
+            carry.response_id = chunk.get("id")
+            carry.created = chunk.get("created")
+            carry.model = chunk.get("model")
+        return True
+
+    def rewrite(self, chunk: dict[str, Any]) -> bool:
+        """In a follow-up round, the chunk as part of the first round's message; True when
+        this is one (the chunk is then re-serialized)."""
+        if not self.active:
+            return False
+        carry = self.carry
+        for key, value in (
+            ("id", carry.response_id),
+            ("created", carry.created),
+            ("model", carry.model),
+        ):
+            if value is not None and key in chunk:
+                chunk[key] = value
+        choices = chunk.get("choices")
+        # any JSON may arrive here; only a list holds choices (SPEC §6: never fail on input)
+        for choice in choices if isinstance(choices, list) else ():
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if isinstance(delta, dict):
+                delta.pop("role", None)
+        if isinstance(chunk.get("usage"), dict):
+            chunk["usage"] = add_usage(carry.usage, chunk["usage"])
+            carry.usage = None
+            self._usage_sent = True
+        return True
+
+    def add_usage(self, usage: object) -> None:
+        self.carry.usage = add_usage(self.carry.usage, usage)
+
+    def swallow(self, data: bytes) -> None:
+        """An event of a round that ends in a follow-up: only its usage counts."""
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return
+        if isinstance(chunk, dict):
+            self.add_usage(chunk.get("usage"))
+
+    def hold_usage(self, encoded: bytes, usage: object) -> None:
+        self._held_usage.append((encoded, usage))
+
+    def closing_chunks(self) -> list[bytes]:
+        """The round ends the message: held usage chunks, then the rounds' summed usage."""
+        out = [encoded for encoded, _ in self._held_usage]
+        if self.active and self.carry.usage and not self._usage_sent:
+            out.append(
+                encode_event(dumps({**self.base(), "choices": [], "usage": self.carry.usage}))
+            )
+        return out
+
+    def followup(self, content: str, replays: list[Replay]) -> FollowupNeeded:
+        """The round hands over to a follow-up: its held usage counts toward the total."""
+        for _, usage in self._held_usage:
+            self.add_usage(usage)
+        return FollowupNeeded(content, replays, self.carry)
+
+    def base(self) -> dict[str, Any]:
+        base = dict(self.envelope or {"object": "chat.completion.chunk"})
+        carry = self.carry
+        if carry.response_id is not None:
+            base.update(id=carry.response_id, created=carry.created, model=carry.model)
+        return base
+
+    def synthetic(self, choice: dict[str, Any]) -> bytes:
+        """A chunk the proxy writes itself (a finish the upstream never sent)."""
+        return encode_event(dumps({**self.base(), "choices": [choice]}))
+
+
+def _own_copy(carry: Carry) -> Carry:
+    return Carry(
+        carry.response_id,
+        carry.created,
+        carry.model,
+        copy.deepcopy(carry.usage),
+        list(carry.head_pending),
+        carry.released,
+    )
