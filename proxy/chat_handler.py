@@ -60,10 +60,28 @@ class ChatHandler:
     def __init__(self, client: httpx.AsyncClient, metrics: Metrics):
         self.client = client
         self.metrics = metrics
+        # Each route's tool-call rules, built once (routes are fixed for the app's life).
+        # Keyed by identity: hashing and comparing a Route's fields per request cost more
+        # than building the rules.
+        self._rules: dict[int, tuple[Route, RouteRules]] = {}
+
+    def _rules_for(self, route: Route) -> RouteRules:
+        cached = self._rules.get(id(route))
+        if cached is not None and cached[0] is route:
+            return cached[1]
+        rules = RouteRules(
+            ids=route.ids,
+            dialect=route.dialect,
+            replay_guard=route.replay_guard,
+            max_followups=route.max_followups,
+            text_tool_calls=route.text_tool_calls == "auto",
+        )
+        self._rules[id(route)] = (route, rules)
+        return rules
 
     async def handle(self, req: ChatRequest, send: Send, raw: bytes, body: dict[str, Any]) -> int:
         """Serve one chat completion; returns the status sent to the client."""
-        exchange = ChatExchange(body, raw, rules_for(req.route), entropy=os.urandom)
+        exchange = ChatExchange(body, raw, self._rules_for(req.route), entropy=os.urandom)
         req.log.fields.update(
             model=body.get("model"),
             stream=body.get("stream") is True,
@@ -313,27 +331,6 @@ class _RoundOver:
 
 
 ROUND_OVER = _RoundOver()
-
-
-# A route's tool-call rules, built once per route (routes are fixed at start-up). Keyed by
-# identity: hashing and comparing a Route's twelve fields per request cost more than building.
-_RULES: dict[int, tuple[Route, RouteRules]] = {}
-
-
-def rules_for(route: Route) -> RouteRules:
-    cached = _RULES.get(id(route))
-    if cached is not None and cached[0] is route:
-        return cached[1]
-    rules = RouteRules(
-        ids=route.ids,
-        dialect=route.dialect,
-        replay_guard=route.replay_guard,
-        max_followups=route.max_followups,
-        text_tool_calls=route.text_tool_calls == "auto",
-    )
-    if len(_RULES) < 1024:  # bounded: tests build many apps, production a handful of routes
-        _RULES[id(route)] = (route, rules)
-    return rules
 
 
 # After the client's body ended, the rest of the upstream's body is read (and dropped) so its

@@ -127,8 +127,9 @@ class ChatExchange:
         self._upstream_body = translated.body
         self._notes: list[Note] = []
         self._forwarded = False  # some bytes of the response reached the shell
-        self._round: _StreamRound | _MessageRound | None = None
-        self._stream_core: StreamSanitizer | None = None  # the round's, when it streams
+        # The round being fed: a stream's core, or a whole message's body (never both).
+        self._stream_core: StreamSanitizer | None = None
+        self._message: _MessageRound | None = None
         self._carry: Carry | None = None  # the earlier rounds' message, once there are some
         self._content_before = ""  # non-streaming: the earlier rounds' content
 
@@ -140,13 +141,12 @@ class ChatExchange:
         self._non_json_before = self._non_json_now()
         ids = ResponseIds(self.facts, self.rules.ids, self.guard)
         if stream:
-            core = StreamSanitizer(
+            self._stream_core = StreamSanitizer(
                 ids, carry=self._carry, text_tool_calls=self.rules.text_tool_calls
             )
-            self._round = _StreamRound(core)
-            self._stream_core = core
+            self._message = None
         else:
-            self._round = _MessageRound(ids)
+            self._message = _MessageRound(ids)
             self._stream_core = None
 
     def feed(self, data: bytes) -> list[ExchangeEvent]:
@@ -163,18 +163,19 @@ class ChatExchange:
         return self._stream_events(core, out)
 
     def _feed_message(self, data: bytes) -> list[ExchangeEvent]:
-        round_ = self._receiving()
-        if not isinstance(round_, _MessageRound):
+        self._check_receiving()
+        if self._message is None:
             raise ExchangeClosed("a stream's input after its round ended")
-        round_.body += data
+        self._message.body += data
         return []
 
     def end(self) -> list[ExchangeEvent]:
         """The round's upstream body ended cleanly."""
-        round_ = self._receiving()
-        if isinstance(round_, _MessageRound):
-            return self._message_events(round_)
-        return self._stream_events(round_.core, round_.core.end())
+        self._check_receiving()
+        if self._message is not None:
+            return self._message_events(self._message)
+        assert self._stream_core is not None  # begin_round set one of the two
+        return self._stream_events(self._stream_core, self._stream_core.end())
 
     def report(self) -> tuple[list[Note], int]:
         """The decisions not yet reported, and the data lines that were not JSON so far."""
@@ -283,20 +284,14 @@ class ChatExchange:
         self._move(ExchangePhase.FAILED)
         return LoopDetected(error=error, before_first_byte=not self._forwarded)
 
-    def _receiving(self) -> _StreamRound | _MessageRound:
-        if self.phase is not ExchangePhase.RECEIVING or self._round is None:
+    def _check_receiving(self) -> None:
+        if self.phase is not ExchangePhase.RECEIVING:
             raise ExchangeClosed(f"upstream input while the exchange is {self.phase.name}")
-        return self._round
 
     def _move(self, to: ExchangePhase) -> None:
         if to not in _TRANSITIONS[self.phase]:
             raise ExchangeClosed(f"the exchange cannot go from {self.phase.name} to {to.name}")
         self.phase = to
-
-
-@dataclass(slots=True)
-class _StreamRound:
-    core: StreamSanitizer
 
 
 @dataclass(slots=True)
