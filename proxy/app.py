@@ -32,10 +32,10 @@ from proxy.asgi import (
     with_request_id,
 )
 from proxy.chat_handler import ChatHandler, ChatRequest
-from proxy.config import SIMULATOR_MOUNT, Route, Settings
+from proxy.config import FLAGS_ENV, SIMULATOR_MOUNT, Route, Settings, settings_from_flags
 from proxy.cors import CORSMiddleware
 from proxy.errors import AuthenticationError, ClientRequestError, ProxyError, RequestTooLarge
-from proxy.observability import LOGGER, Metrics, RequestLog
+from proxy.observability import LOGGER, Metrics, RequestLog, configure_logging
 from proxy.server import ResponseProgress, end_for_shutdown
 from proxy.surfaces import CHAT_COMPLETIONS
 from proxy.upstream import (
@@ -137,8 +137,10 @@ class ProxyApp:
             )
             return
         if self._simulator is not None and path.startswith(SIMULATOR_MOUNT + "/"):
-            inner = dict(scope, path=path[len(SIMULATOR_MOUNT) :], raw_path=None)
-            await self._simulator(inner, receive, send)
+            # Mounted the ASGI way: the full path, and the mount point as root_path (so the
+            # simulator's /docs page links its /_simulator/openapi.json).
+            root = scope.get("root_path", "") + SIMULATOR_MOUNT
+            await self._simulator(dict(scope, root_path=root), receive, send)
             return
         request_id = _request_id(scope)
         request_body = RequestBody(receive, scope)
@@ -376,10 +378,7 @@ def create_app(
 
 def app_from_environment() -> ProxyApp | CORSMiddleware:
     """Factory for uvicorn workers: rebuilds the settings the parent process resolved."""
-    from proxy.cli import ARGV_ENV, settings_from_argv
-    from proxy.observability import configure_logging
-
-    settings = settings_from_argv(orjson.loads(os.environ.get(ARGV_ENV, "[]")))
+    settings = settings_from_flags(orjson.loads(os.environ.get(FLAGS_ENV, "{}")))
     configure_logging(settings.log_level)
     return create_app(settings)
 

@@ -184,12 +184,6 @@ async def iter_body(response: httpx.Response, *, decoded: bool) -> AsyncGenerato
     `decoded` undoes a content-encoding (what the chat core needs); otherwise the bytes are
     passed on as they came, with the upstream's content-encoding header kept.
     """
-    if response.is_stream_consumed:
-        # A transport that hands back an already-read response (httpx.MockTransport does):
-        # its body is in memory, and streaming it again would raise StreamConsumed.
-        if response.content:
-            yield response.content
-        return
     with map_upstream_errors(streaming_body=True):
         if decoded and response.headers.get("content-encoding", "identity") != "identity":
             async for chunk in response.aiter_bytes():
@@ -292,46 +286,14 @@ class UpstreamClient(httpx.AsyncClient):
         timeout: Any = httpx.USE_CLIENT_DEFAULT,
         **others: Any,
     ) -> httpx.Request:
-        if (
-            others
-            or not isinstance(url, str)
-            or not isinstance(headers, list | None)
-            or not isinstance(content, bytes | None)
-        ):
+        if others or (type(url), type(headers), type(content)) not in _OWN_SHAPES:
             return super().build_request(
                 method, url, content=content, headers=headers, timeout=timeout, **others
             )
-        parsed = self._urls.get(url)
-        if parsed is None:
-            parsed = httpx.URL(url)
-            if parsed.is_relative_url:
-                raise ValueError(f"UpstreamClient needs absolute URLs, got {url!r}")
-            if "?" not in url:  # queries come from clients: unbounded, not worth keeping
-                if len(self._urls) >= MAX_CACHED_URLS:
-                    self._urls.clear()
-                self._urls[url] = parsed
-        given = headers or []
-        # What httpx does in _merge_headers and Request._prepare, in one list: the client's
-        # defaults the caller did not override, the caller's headers, Host first and the
-        # body's length last.
-        names = {
-            (name.encode("latin-1") if isinstance(name, str) else name).lower() for name, _ in given
-        }
-        merged: list[tuple[Any, Any]] = []
-        for name, value in self.headers.raw:
-            lowered = name.lower()
-            if lowered not in names:
-                merged.append((name, value))
-                names.add(lowered)
-        merged.extend(given)
+        address: str = url  # type: ignore[assignment]  # a str: _OWN_SHAPES says so
+        parsed = self._urls.get(address) or self._parsed_url(address)
         body = content or b""
-        if b"content-length" not in names:
-            if body:
-                merged.append((b"Content-Length", str(len(body)).encode()))
-            elif b"transfer-encoding" not in names and method.upper() in _BODY_METHODS:
-                merged.insert(0, (b"Content-Length", b"0"))
-        if b"host" not in names:
-            merged.insert(0, (b"Host", parsed.netloc))
+        merged = request_headers(self.headers.raw, headers or [], method, parsed.netloc, body)
         chosen = self.timeout if timeout is httpx.USE_CLIENT_DEFAULT else timeout
         if not isinstance(chosen, httpx.Timeout):
             chosen = httpx.Timeout(chosen)
@@ -344,6 +306,16 @@ class UpstreamClient(httpx.AsyncClient):
         )
         request.read()
         return request
+
+    def _parsed_url(self, url: str) -> httpx.URL:
+        parsed = httpx.URL(url)
+        if parsed.is_relative_url:
+            raise ValueError(f"UpstreamClient needs absolute URLs, got {url!r}")
+        if "?" not in url:  # queries come from clients: unbounded, not worth keeping
+            if len(self._urls) >= MAX_CACHED_URLS:
+                self._urls.clear()
+            self._urls[url] = parsed
+        return parsed
 
     async def send(  # type: ignore[override]
         self,
@@ -378,6 +350,47 @@ class UpstreamClient(httpx.AsyncClient):
 
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+# The calls build_request makes itself (URL, headers, content types); others go to httpx.
+_OWN_SHAPES = frozenset(
+    (str, headers, content) for headers in (list, type(None)) for content in (bytes, type(None))
+)
+
+
+def request_headers(
+    defaults: list[tuple[bytes, bytes]],
+    given: list[tuple[Any, Any]],
+    method: str,
+    netloc: bytes,
+    body: bytes,
+) -> list[tuple[Any, Any]]:
+    """The header list httpx would send, built in one pass.
+
+    This is what httpx does in `AsyncClient._merge_headers` and `Request._prepare` (private:
+    pyproject.toml pins the httpx releases this was checked against, and
+    tests/unit/test_upstream_headers.py fails when either changes): the client's
+    defaults the caller did not override, the caller's headers, Host first and the body's
+    length last (`Content-Length: 0` second, for a body method without one).
+    """
+    names = {
+        (name.encode("latin-1") if isinstance(name, str) else name).lower() for name, _ in given
+    }
+    merged: list[tuple[Any, Any]] = []
+    for name, value in defaults:
+        lowered = name.lower()
+        if lowered not in names:
+            merged.append((name, value))
+            names.add(lowered)
+    merged.extend(given)
+    if b"content-length" not in names:
+        if body:
+            merged.append((b"Content-Length", str(len(body)).encode()))
+        elif b"transfer-encoding" not in names and method.upper() in _BODY_METHODS:
+            merged.insert(0, (b"Content-Length", b"0"))
+    if b"host" not in names:
+        merged.insert(0, (b"Host", netloc))
+    return merged
+
+
 _NO_COOKIES = _NoCookies()
 
 

@@ -21,6 +21,8 @@ import orjson
 import pytest
 import uvicorn
 
+from proxy.app import create_app
+from proxy.config import SIMULATOR_MOUNT, Route, Settings
 from proxy.simulator import PROFILES, SimulatorLog, create_simulator_app, profile_for_model
 from proxy.simulator.profiles import IdStyle
 
@@ -549,3 +551,48 @@ async def test_openai_sdk_reads_the_reference_stream(server: Server) -> None:
             args += call.function.arguments or ""
     await client.close()
     assert (name, args) == ("run_shell_command", ROUND1)
+
+
+async def test_openapi_page_documents_the_endpoints_and_the_profiles(asgi: Sim) -> None:
+    client, _ = asgi
+    spec = (await client.get("/openapi.json")).json()
+    assert set(spec["paths"]) == {"/v1/chat/completions", "/v1/models", "/v1/embeddings"}
+    chat = spec["paths"]["/v1/chat/completions"]["post"]
+    schema = chat["requestBody"]["content"]["application/json"]["schema"]
+    assert schema["required"] == ["messages"] and "stream" in schema["properties"]
+    assert {"200", "400", "429", "500"} <= set(chat["responses"])
+    assert "text/event-stream" in chat["responses"]["200"]["content"]
+    assert all(f"`{name}`" in spec["info"]["description"] for name in PROFILES)
+    page = await client.get("/docs")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "'/openapi.json'" in page.text
+    # The documented example is a request the simulator answers, as a stream.
+    answer = await client.post("/v1/chat/completions", json=schema["example"])
+    assert parse_sse(answer.content).calls[0]["function"]["name"] == "run_shell_command"
+
+
+async def test_documented_bodies_are_not_validated_by_the_framework(asgi: Sim) -> None:
+    """A body the schema would refuse still gets the provider's own 400, never a 422."""
+    client, log = asgi
+    for body in (b"not json", b"[1]", b'{"model": "kimi"}'):
+        answer = await client.post("/v1/chat/completions", content=body)
+        assert answer.status_code == 400
+        assert answer.json()["error"]["type"] == "invalid_request_error"
+    assert log.paths == ["/v1/chat/completions"] * 3
+
+
+async def test_the_proxy_serves_the_simulator_page_under_its_mount() -> None:
+    """`make run` without an upstream mounts the simulator at /_simulator in the proxy."""
+    route = Route(name="simulator", upstream="http://127.0.0.1:9/_simulator/v1")
+    app = create_app(Settings(routes=(route,), simulated=True))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://proxy") as client:
+        page = await client.get(f"{SIMULATOR_MOUNT}/docs")
+        assert page.status_code == 200 and f"'{SIMULATOR_MOUNT}/openapi.json'" in page.text
+        spec = (await client.get(f"{SIMULATOR_MOUNT}/openapi.json")).json()
+        assert spec["servers"] == [{"url": SIMULATOR_MOUNT}]  # "Try it out" calls the mount
+        assert "/v1/chat/completions" in spec["paths"]
+        models = await client.get(f"{SIMULATOR_MOUNT}/v1/models")
+        assert [m["id"] for m in models.json()["data"]] == list(PROFILES)
+        missing = await client.post(f"{SIMULATOR_MOUNT}/v1/messages", json={})
+        assert missing.json()["error"]["message"] == "Invalid URL (POST /v1/messages)"

@@ -20,9 +20,7 @@ import uvloop
 
 from proxy.config import Route
 from proxy.errors import UpstreamStreamError, UpstreamTimeout, UpstreamUnreachable
-from proxy.transport import HttptoolsTransport
 from proxy.upstream import (
-    UpstreamClient,
     iter_body,
     make_upstream_client,
     map_upstream_errors,
@@ -383,31 +381,3 @@ def test_upstream_cookies_are_not_kept(run: Run) -> None:
     run(scenario)
     assert len(seen) == 2
     assert b"alice" not in seen[1]
-
-
-@pytest.mark.parametrize(
-    ("method", "url", "headers", "content"),
-    [
-        ("POST", "http://127.0.0.1:9/v1/chat/completions", [("x-request-id", "r1")], b"{}"),
-        ("POST", "http://h/v1/x", [("User-Agent", "sdk/1"), ("host", "other")], b""),
-        ("GET", "https://api.example.com:8443/v1/models?limit=2", [("accept", "*/*")], None),
-        ("POST", "http://h/v1/x", [("Content-Length", "3")], b"abc"),
-        ("PUT", "http://h/v1/x", None, None),
-    ],
-)
-def test_build_request_matches_httpx(
-    method: str, url: str, headers: list[tuple[str, str]] | None, content: bytes | None
-) -> None:
-    ours = UpstreamClient(transport=HttptoolsTransport(), timeout=None)
-    theirs = httpx.AsyncClient(timeout=None)
-    timeout = httpx.Timeout(connect=1.0, read=2.0, write=3.0, pool=4.0)
-    for _ in range(2):  # the second time from the parsed-URL cache
-        a = ours.build_request(method, url, headers=headers, content=content, timeout=timeout)
-        b = theirs.build_request(method, url, headers=headers, content=content, timeout=timeout)
-        assert (a.method, a.url, a.headers.raw, a.content, a.extensions) == (
-            b.method,
-            b.url,
-            b.headers.raw,
-            b.content,
-            b.extensions,
-        )

@@ -17,13 +17,13 @@ import time
 from collections.abc import AsyncIterator
 
 import orjson
-from starlette.applications import Starlette
-from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from fastapi import FastAPI, Request
+from fastapi.middleware import Middleware
+from fastapi.responses import Response, StreamingResponse
 
+from proxy import __version__
+from proxy.asgi import ASGIApp, Receive, Scope, Send
+from proxy.simulator import docs
 from proxy.simulator.profiles import (
     JSON,
     PROFILES,
@@ -232,6 +232,13 @@ class _Writer(StreamingResponse):
             self._log.completed_streams += 1
 
 
+def _route_path(scope: Scope) -> str:
+    """The request's path under the app's mount point (`root_path`), as its routes see it."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
+
+
 class _Recorder:
     """Pure ASGI wrapper recording every request's path and headers before routing."""
 
@@ -241,7 +248,7 @@ class _Recorder:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            self._log.paths.append(scope["path"])
+            self._log.paths.append(_route_path(scope))
             headers: dict[str, str] = {}
             for raw_name, raw_value in scope["headers"]:
                 name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
@@ -335,7 +342,7 @@ class _Simulator:
         return Response(orjson.dumps(result), media_type="application/json")
 
     async def not_found(self, request: Request) -> Response:
-        message = f"Invalid URL ({request.method} {request.url.path})"
+        message = f"Invalid URL ({request.method} {_route_path(request.scope)})"
         return _error(404, message, "invalid_request_error", "unknown_url")
 
 
@@ -349,17 +356,25 @@ def _embedding(seed: bytes, dims: int) -> list[float]:
 _ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
-def create_simulator_app(log: SimulatorLog | None = None) -> Starlette:
-    """The simulated upstream as a Starlette app; `app.state.log` is the log it records into."""
+def create_simulator_app(log: SimulatorLog | None = None) -> FastAPI:
+    """The simulated upstream; `app.state.log` is the log it records into.
+
+    A FastAPI app for its OpenAPI page (`/docs`, `/openapi.json`): the endpoints take the raw
+    request and return their own responses, so FastAPI neither parses bodies nor touches the
+    streams' bytes and pacing.
+    """
     log = log if log is not None else SimulatorLog()
     sim = _Simulator(log)
-    routes = [
-        Route("/v1/chat/completions", sim.chat, methods=["POST"]),
-        Route("/v1/models", sim.models, methods=["GET"]),
-        Route("/v1/embeddings", sim.embeddings, methods=["POST"]),
-        Route("/{path:path}", sim.not_found, methods=_ALL_METHODS),
-    ]
-    app = Starlette(routes=routes, middleware=[Middleware(_Recorder, log=log)])
+    app = FastAPI(
+        title=docs.TITLE,
+        version=__version__,
+        description=docs.description(),
+        middleware=[Middleware(_Recorder, log=log)],
+    )
+    app.add_api_route("/v1/chat/completions", sim.chat, methods=["POST"], **docs.CHAT)
+    app.add_api_route("/v1/models", sim.models, methods=["GET"], **docs.MODELS)
+    app.add_api_route("/v1/embeddings", sim.embeddings, methods=["POST"], **docs.EMBEDDINGS)
+    app.add_api_route("/{path:path}", sim.not_found, methods=_ALL_METHODS, include_in_schema=False)
     app.state.log = log
     return app
 

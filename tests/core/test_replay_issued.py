@@ -79,6 +79,20 @@ def replay_of_b(
     )
 
 
+def followup_core() -> StreamSanitizer:
+    """The core of the follow-up round after a round that only replayed B (SPEC §5)."""
+    setup = Setup(body=kimi_history())
+    tr = setup.translated()
+    ids = setup.ids()
+    first = StreamSanitizer(ids)
+    assert feed_reads(first, [replay_of_b()]) == b""  # nothing reached the client
+    assert first.followup is not None and first.nothing_released
+    _, facts = build_followup(
+        tr.body, tr.facts, ids.guard, first.followup.content, first.followup.replays
+    )
+    return StreamSanitizer(ResponseIds(facts, "auto", ids.guard), carry=first.followup.carry)
+
+
 def test_the_translated_history_gives_the_replay_another_id() -> None:
     translated = translate_request(kimi_history(), "auto")
     ids = [m["tool_calls"][0]["id"] for m in translated.body["messages"] if m.get("tool_calls")]
@@ -195,17 +209,7 @@ def test_n_greater_than_one_drops_an_issued_id_replay_without_followup() -> None
 
 
 def test_the_breaker_names_the_client_id_and_the_raw_id() -> None:
-    setup = Setup(body=kimi_history())
-    tr = setup.translated()
-    ids = setup.ids()
-    first = StreamSanitizer(ids)
-    feed_reads(first, [replay_of_b()])
-    assert first.followup is not None
-    _, facts = build_followup(
-        tr.body, tr.facts, ids.guard, first.followup.content, first.followup.replays
-    )
-    # The follow-up's answer replays B again, under the restarted id once more.
-    second = StreamSanitizer(ResponseIds(facts, "auto", ids.guard), carry=first.followup.carry)
+    second = followup_core()
     feed_reads(second, [replay_of_b()])
     error = second.error
     assert isinstance(error, ReplayLoopDetected)
@@ -218,16 +222,7 @@ def test_the_breaker_names_the_client_id_and_the_raw_id() -> None:
 
 @pytest.mark.parametrize("raw_id", ["functions.bash:1", RESTARTED])
 def test_a_replay_of_a_synthetically_answered_call_trips_under_either_id(raw_id: str) -> None:
-    setup = Setup(body=kimi_history())
-    tr = setup.translated()
-    ids = setup.ids()
-    first = StreamSanitizer(ids)
-    feed_reads(first, [replay_of_b()])
-    assert first.followup is not None
-    _, facts = build_followup(
-        tr.body, tr.facts, ids.guard, first.followup.content, first.followup.replays
-    )
-    second = StreamSanitizer(ResponseIds(facts, "auto", ids.guard), carry=first.followup.carry)
+    second = followup_core()
     feed_reads(second, [replay_of_b(raw_id)])
     assert isinstance(second.error, ReplayLoopDetected)
 
@@ -254,16 +249,7 @@ def test_content_never_waits() -> None:
 
 
 def test_a_round_of_only_replays_releases_nothing_and_its_role_leads_the_next_round() -> None:
-    setup = Setup(body=kimi_history())
-    tr = setup.translated()
-    ids = setup.ids()
-    first = StreamSanitizer(ids)
-    assert feed_reads(first, [replay_of_b()]) == b""
-    assert first.followup is not None and first.nothing_released
-    _, facts = build_followup(
-        tr.body, tr.facts, ids.guard, first.followup.content, first.followup.replays
-    )
-    second = StreamSanitizer(ResponseIds(facts, "auto", ids.guard), carry=first.followup.carry)
+    second = followup_core()
     events = parse_sse(feed_reads(second, [sse(role(), text("Done."), finish("stop"))]))
     deltas = [e.data["choices"][0]["delta"] for e in events if e.is_chunk and e.data["choices"]]
     assert deltas[0] == {"role": "assistant", "content": ""}  # round 1's, once
@@ -272,16 +258,7 @@ def test_a_round_of_only_replays_releases_nothing_and_its_role_leads_the_next_ro
 
 
 def test_a_loop_before_any_byte_leaves_only_the_error() -> None:
-    setup = Setup(body=kimi_history())
-    tr = setup.translated()
-    ids = setup.ids()
-    first = StreamSanitizer(ids)
-    feed_reads(first, [replay_of_b()])
-    assert first.followup is not None
-    _, facts = build_followup(
-        tr.body, tr.facts, ids.guard, first.followup.content, first.followup.replays
-    )
-    second = StreamSanitizer(ResponseIds(facts, "auto", ids.guard), carry=first.followup.carry)
+    second = followup_core()
     out = second.feed(replay_of_b())
     assert second.error is not None and second.nothing_released
     assert out == [second.error.sse_bytes()]  # the shell answers it as a 422 instead

@@ -262,20 +262,30 @@ def test_call_without_id_is_sent_when_its_arguments_complete() -> None:
     assert tool_deltas(rest)[0]["id"] == minted(1, 1)
 
 
-def test_call_without_id_is_sent_when_its_choice_finishes() -> None:
+@pytest.mark.parametrize(
+    ("arguments", "reason", "delivered"),
+    [(MISSING, "tool_calls", "{}"), ('{"a":', "length", '{"a":')],
+    ids=["no-arguments", "cut-short"],
+)
+def test_call_without_id_is_sent_when_its_choice_finishes(
+    arguments: Any, reason: str, delivered: str
+) -> None:
+    """SPEC §4: without a raw id, the header waits for complete arguments or the choice's end.
+    Here the arguments never complete (a tool without parameters; a reply cut at max_tokens),
+    so the finish is what sends the header (with "{}" for arguments that ended empty)."""
     core = Setup().core()
-    outs = feed_chunks(core, calls(tool(index=0, type="function", name="f", arguments='"x"')))
+    outs = feed_chunks(core, calls(tool(index=0, type="function", name="f", arguments=arguments)))
     assert tool_deltas(outs[0]) == []
-    last = parse_sse(b"".join(core.feed(sse(finish(), done=False))))
+    last = parse_sse(b"".join(core.feed(sse(finish(reason), done=False))))
     assert tool_deltas(last) == [
         {
             "index": 0,
-            "id": minted(1, 0),
+            "id": minted(1, 0, None),
             "type": "function",
-            "function": {"name": "f", "arguments": '"x"'},
+            "function": {"name": "f", "arguments": delivered},
         }
     ]
-    assert finish_reasons(last) == ["tool_calls"]
+    assert finish_reasons(last) == [reason]
 
 
 def test_possible_replay_is_held_until_complete_then_released_if_not_a_replay() -> None:

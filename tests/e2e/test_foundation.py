@@ -3,13 +3,15 @@ driven by the official openai SDK and by httpx."""
 
 from __future__ import annotations
 
+import threading
+
 import httpx
 import openai
-import orjson
 import pytest
 
 from proxy.simulator import SimulatorLog
 from tests.e2e.conftest import ProxyFactory
+from tests.reliability.upstreams import SSE_HEADERS, Script, scripted
 from tests.servers import ServerThread, free_port
 
 
@@ -45,28 +47,58 @@ def test_plain_completion_streams_with_usage_and_unknown_fields(proxy: ServerThr
     assert b'"system_fingerprint":"fp_toolcall_sim"' in raw
 
 
+def _writes(body: bytes, how: str) -> tuple[bytes, ...]:
+    """The upstream's body as the writes it is sent in."""
+    if how == "one-write":
+        return (body,)
+    if how == "event-by-event":
+        return tuple(event + b"\n\n" for event in body.split(b"\n\n")[:-1])
+    cuts = sorted({7, len(body) // 3, len(body) // 3 + 1, len(body) - 5})  # inside events
+    return tuple(body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True))
+
+
+@pytest.mark.parametrize("how", ["one-write", "event-by-event", "cut-events"])
 def test_content_bytes_are_forwarded_unchanged(
-    proxy: ServerThread, simulator: ServerThread
+    make_proxy: ProxyFactory, simulator: ServerThread, how: str
 ) -> None:
+    """A stream without tool calls reaches the client as the very bytes the upstream sent
+    (SPEC §4: everything else passes through unchanged), whatever the reads' boundaries.
+
+    `event-by-event` runs in lockstep: after the first two, the upstream writes an event only
+    once the client has received the one before, so the proxy reads each on its own (its
+    fast path for whole unchanged events); a single read of everything, or reads cut inside
+    events, take its general path."""
     body = {
-        "model": "fast+chunks=20",
+        "model": "reference+rounds=0",
         "stream": True,
+        "stream_options": {"include_usage": True},
         "messages": [{"role": "user", "content": "x"}],
     }
-
-    def events(base: str) -> list[dict[str, object]]:
-        with httpx.stream("POST", base + "/v1/chat/completions", json=body) as response:
-            raw = response.read()
-        out = []
-        for block in raw.split(b"\n\n"):
-            if block.startswith(b"data: {"):
-                chunk = orjson.loads(block[6:])
-                chunk.pop("id", None)
-                chunk.pop("created", None)
-                out.append(chunk)
-        return out
-
-    assert events(proxy.url) == events(simulator.url)
+    # A real upstream stream (unknown fields, a finish chunk, a usage chunk), captured once so
+    # that it can be served again byte for byte.
+    with httpx.stream("POST", simulator.url + "/v1/chat/completions", json=body) as response:
+        sent = response.read()
+    assert sent.count(b'"obfuscation":') >= 3 and b'"usage":' in sent
+    # The first event (the role, nothing a user sees) may wait for the next one and leave
+    # with it (SPEC §5), so the first two are written at once; then one per event received.
+    gate = threading.Semaphore(1) if how == "event-by-event" else None
+    script = Script(headers=SSE_HEADERS, pieces=_writes(sent, how), gate=gate)
+    received = b""
+    with (
+        scripted({"/v1/chat/completions": script}) as (upstream, _),
+        make_proxy(upstream=upstream.url + "/v1") as server,
+        httpx.stream(
+            "POST", server.url + "/v1/chat/completions", json=body, timeout=30
+        ) as response,
+    ):
+        released = 1
+        for piece in response.iter_raw():
+            received += piece
+            if gate is not None:
+                while released < received.count(b"\n\n"):
+                    gate.release()
+                    released += 1
+    assert received == sent
 
 
 def test_models_pass_through(proxy: ServerThread, log: SimulatorLog) -> None:

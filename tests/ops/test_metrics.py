@@ -1,14 +1,17 @@
 """/metrics: Prometheus text with every metric SPEC §7 names, moved by real traffic.
 
-The proxy runs in process in front of the simulated provider; a small agent loop drives the
-quirky profiles that make the proxy rewrite ids, repair deltas, answer a replay and trip the
-breaker. The text is parsed with prometheus_client's own parser, so a malformed exposition
-fails here.
+The proxy runs in process in front of the simulated provider (or a scripted upstream); a small
+agent loop drives the quirky profiles that make the proxy rewrite ids, repair deltas, answer a
+replay and trip the breaker, and every counter is then checked label by label against what the
+scenario must have moved, exactly. The text is parsed with prometheus_client's own parser, so a
+malformed exposition fails here.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -18,7 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from proxy.app import ProxyApp
 from proxy.config import Route, Settings
 from proxy.observability import Metrics
-from proxy.simulator import create_simulator_app
+from proxy.simulator import SimulatorLog, create_simulator_app
+from tests.reliability.upstreams import SequenceUpstream, answer, tool_calls
 
 SECRET = "sk-metrics-test-secret-0123456789"
 PROXY_KEY = "pk-metrics-test-key-9876543210"
@@ -49,7 +53,13 @@ REQUIRED: dict[str, tuple[str, set[str]]] = {
 
 @pytest.fixture
 async def proxy() -> AsyncIterator[tuple[httpx.AsyncClient, ProxyApp]]:
-    upstream = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_simulator_app()))
+    async with _proxy_over(create_simulator_app()) as pair:
+        yield pair
+
+
+@asynccontextmanager
+async def _proxy_over(upstream_app: Any) -> AsyncIterator[tuple[httpx.AsyncClient, ProxyApp]]:
+    upstream = httpx.AsyncClient(transport=httpx.ASGITransport(app=upstream_app))
     settings = Settings(
         routes=(Route(name="sim", upstream="http://sim/v1", upstream_key_env=None),),
         proxy_keys=(PROXY_KEY,),
@@ -59,9 +69,11 @@ async def proxy() -> AsyncIterator[tuple[httpx.AsyncClient, ProxyApp]]:
     client = httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://proxy", headers=headers
     )
-    yield client, app
-    await client.aclose()
-    await upstream.aclose()
+    try:
+        yield client, app
+    finally:
+        await client.aclose()
+        await upstream.aclose()
 
 
 async def _agent(client: httpx.AsyncClient, model: str, steps: int = 5) -> int:
@@ -96,22 +108,159 @@ def _value(families: dict[str, Any], name: str, sample: str, **labels: str) -> f
     return total
 
 
-async def test_metrics_expose_every_required_family_with_its_labels(
+def _counters(text: str) -> Counter[str]:
+    """Every non-zero counter sample, keyed `name{label=value,...}` without the common prefix
+    and `_total` suffix: what a scenario moved, label by label."""
+    found: Counter[str] = Counter()
+    for family in text_string_to_metric_families(text):
+        if family.type != "counter":
+            continue
+        for sample in family.samples:
+            if not sample.name.endswith("_total") or not sample.value:
+                continue
+            name = sample.name.removeprefix("toolcall_proxy_").removesuffix("_total")
+            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+            found[f"{name}{{{labels}}}" if labels else name] = int(sample.value)
+    return found
+
+
+OK = "requests{route=sim,status=200,stream=false}"
+# What one non-streaming agent loop (_agent) against each simulated profile moves, exactly.
+# Each profile runs 3 tool rounds and a final answer (4 requests) unless it faults or loops.
+AGENT_COUNTERS: dict[str, dict[str, int]] = {
+    # call_0 every round: counter-shaped.
+    "call-index": {OK: 4, "ids_rewritten{reason=counter_shaped}": 3},
+    # functions.run_shell_command:0 is not even a valid client id.
+    "kimi": {OK: 4, "ids_rewritten{reason=invalid}": 3},
+    # No id and arguments as an object, every round.
+    "missing-id": {
+        OK: 4,
+        "ids_rewritten{reason=absent}": 3,
+        "deltas_repaired{kind=object_arguments}": 3,
+    },
+    # Two identical calls under one id per round: the second is dropped, and counted as a
+    # rewritten id too (the client never sees the upstream's duplicate).
+    "dup-in-response": {
+        OK: 4,
+        "ids_rewritten{reason=counter_shaped}": 3,
+        "ids_rewritten{reason=duplicate_in_response}": 3,
+        "calls_dropped{reason=duplicate_in_response}": 3,
+    },
+    # Round 2 replays round 1: dropped (its claimed tool_calls finish made truthful), answered
+    # once, and the follow-up's fresh call reaches the client.
+    "replay-once": {
+        OK: 4,
+        "ids_rewritten{reason=counter_shaped}": 3,
+        "calls_dropped{reason=replay}": 1,
+        "deltas_repaired{kind=finish_reason}": 1,
+        "replays_answered": 1,
+    },
+    # Request 2 replays round 1 (answered once), the follow-up replays the answered copy:
+    # the breaker trips and the client gets a 422.
+    "replay-loop": {
+        OK: 1,
+        "requests{route=sim,status=422,stream=false}": 1,
+        "ids_rewritten{reason=counter_shaped}": 1,
+        "calls_dropped{reason=replay}": 1,
+        "deltas_repaired{kind=finish_reason}": 1,
+        "replays_answered": 1,
+        "breaker_trips": 1,
+    },
+    # Upstream errors relayed as they came, each counted under its status.
+    "fault-429": {
+        "requests{route=sim,status=429,stream=false}": 1,
+        "upstream_errors{kind=status_429}": 1,
+    },
+    "fault-500": {
+        "requests{route=sim,status=500,stream=false}": 1,
+        "upstream_errors{kind=status_500}": 1,
+    },
+}
+AGENT_STATUS = {"replay-loop": 422, "fault-429": 429, "fault-500": 500}
+# One streamed request to repeat-fields: call_0 (counter-shaped), and each of its 4 argument
+# deltas repeats the call's id and name (2 repairs each).
+STREAM_COUNTERS = {
+    "requests{route=sim,status=200,stream=true}": 1,
+    "ids_rewritten{reason=counter_shaped}": 1,
+    "deltas_repaired{kind=repeated_fields}": 8,
+}
+
+
+@pytest.mark.parametrize("model", list(AGENT_COUNTERS))
+async def test_counters_after_an_agent_loop_are_exact_per_label(
+    proxy: tuple[httpx.AsyncClient, ProxyApp], model: str
+) -> None:
+    client, _ = proxy
+    assert await _agent(client, model) == AGENT_STATUS.get(model, 200)
+    text = (await client.get("/metrics")).text
+    assert _counters(text) == Counter(AGENT_COUNTERS[model])
+
+
+async def test_counters_after_a_stream_are_exact_per_label(
     proxy: tuple[httpx.AsyncClient, ProxyApp],
 ) -> None:
     client, _ = proxy
-    assert await _agent(client, "kimi") == 200  # ids rewritten
-    assert await _agent(client, "missing-id") == 200  # object arguments, missing ids
-    assert await _agent(client, "replay-once") == 200  # a replay answered
-    assert await _agent(client, "replay-loop") == 422  # the breaker trips
-    assert await _agent(client, "fault-500") == 500  # relayed; an upstream error
     stream = await client.post(
         "/v1/chat/completions",
         json={"model": "repeat-fields", "stream": True, "tools": TOOLS, "messages": USER},
     )
     assert stream.status_code == 200 and stream.text.rstrip().endswith("[DONE]")
+    assert _counters((await client.get("/metrics")).text) == Counter(STREAM_COUNTERS)
 
-    reply = await client.get("/metrics")
+
+TWO_CALLS = (
+    ("call_Q7vR2kLm9XpT4sWzA1bC3dE5", '{"command":"make"}'),
+    ("call_Zy9Xw8Vu7Ts6Rq5Po4Nm3Lk2", '{"command":"make test"}'),
+)
+TWO_ANSWERED: list[dict[str, Any]] = [
+    {"role": "user", "content": "build and test"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": tool_calls(*((i, "run_shell_command", a) for i, a in TWO_CALLS)),
+    },
+    *({"role": "tool", "tool_call_id": i, "content": "ok"} for i, _ in TWO_CALLS),
+]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+async def test_replays_are_counted_one_by_one_not_per_round(stream: bool) -> None:
+    """One follow-up round that answers two replays counts two answered replays."""
+    # Round 1 replays both answered calls; round 2 answers in text.
+    replays = [(i, "run_shell_command", a) for i, a in TWO_CALLS]
+    rounds = (answer(*replays, stream=stream), answer(content="Done.", stream=stream))
+    upstream = SequenceUpstream(rounds=rounds)
+    async with _proxy_over(upstream) as (client, _):
+        body = {"model": "m", "stream": stream, "tools": TOOLS, "messages": TWO_ANSWERED}
+        reply = await client.post("/v1/chat/completions", json=body)
+        assert reply.status_code == 200 and "Done." in reply.text
+        counters = _counters((await client.get("/metrics")).text)
+    first, followup = upstream.chat_requests()  # exactly one follow-up round
+    answers = followup["messages"][len(first["messages"]) + 1 :]
+    assert len(answers) == 2
+    assert all(m["content"].startswith("Duplicate tool call id") for m in answers)
+    assert counters == Counter(
+        {
+            f"requests{{route=sim,status=200,stream={str(stream).lower()}}}": 1,
+            "calls_dropped{reason=replay}": 2,
+            "deltas_repaired{kind=finish_reason}": 1,
+            "replays_answered": 2,
+        }
+    )
+
+
+async def test_metrics_expose_every_required_family_with_its_labels() -> None:
+    sim_log = SimulatorLog()
+    async with _proxy_over(create_simulator_app(sim_log)) as (client, _):
+        models = ["kimi", "missing-id", "replay-once", "replay-loop", "fault-500"]
+        for model in models:
+            assert await _agent(client, model) == AGENT_STATUS.get(model, 200)
+        stream = await client.post(
+            "/v1/chat/completions",
+            json={"model": "repeat-fields", "stream": True, "tools": TOOLS, "messages": USER},
+        )
+        assert stream.status_code == 200 and stream.text.rstrip().endswith("[DONE]")
+        reply = await client.get("/metrics")
     assert reply.status_code == 200
     assert reply.headers["content-type"].startswith("text/plain; version=0.0.4")
     families = _families(reply.text)
@@ -121,44 +270,22 @@ async def test_metrics_expose_every_required_family_with_its_labels(
         for sample in families[name].samples:
             assert set(sample.labels) - {"le"} == labels, (name, sample.labels)
 
-    requests = families["toolcall_proxy_requests"]
-    assert _value(families, requests.name, "toolcall_proxy_requests_total", route="sim") >= 10
-    assert (
-        _value(
-            families,
-            requests.name,
-            "toolcall_proxy_requests_total",
-            status="200",
-            stream="true",
-        )
-        == 1
-    )
-    assert _value(families, "toolcall_proxy_ids_rewritten", "toolcall_proxy_ids_rewritten_total")
-    assert _value(
-        families, "toolcall_proxy_deltas_repaired", "toolcall_proxy_deltas_repaired_total"
-    )
-    assert (
-        _value(families, "toolcall_proxy_replays_answered", "toolcall_proxy_replays_answered_total")
-        >= 1
-    )
-    assert (
-        _value(families, "toolcall_proxy_breaker_trips", "toolcall_proxy_breaker_trips_total") == 1
-    )
-    assert (
-        _value(
-            families,
-            "toolcall_proxy_upstream_errors",
-            "toolcall_proxy_upstream_errors_total",
-            kind="status_500",
-        )
-        == 1
-    )
+    # The scenarios' counters add up, label by label, with nothing else moved.
+    expected: Counter[str] = Counter(STREAM_COUNTERS)
+    for model in models:
+        expected.update(AGENT_COUNTERS[model])
+    assert _counters(reply.text) == expected
     assert _value(families, "toolcall_proxy_active_streams", "toolcall_proxy_active_streams") == 0
+    # One time-to-first-byte per upstream request (follow-up rounds included), one duration
+    # per client request.
     ttfb = families["toolcall_proxy_upstream_ttfb_seconds"]
-    assert _value(families, ttfb.name, "toolcall_proxy_upstream_ttfb_seconds_count") >= 10
+    assert _value(families, ttfb.name, "toolcall_proxy_upstream_ttfb_seconds_count") == len(
+        sim_log.requests
+    )
+    assert len(sim_log.requests) == 4 + 4 + 5 + 3 + 1 + 1
     duration = families["toolcall_proxy_request_duration_seconds"]
     count = _value(families, duration.name, "toolcall_proxy_request_duration_seconds_count")
-    assert count == _value(families, requests.name, "toolcall_proxy_requests_total")
+    assert count == sum(expected[k] for k in expected if k.startswith("requests{")) == 16
 
 
 async def test_metrics_never_carry_credentials(proxy: tuple[httpx.AsyncClient, ProxyApp]) -> None:

@@ -14,7 +14,15 @@ import pytest
 from proxy.observability import LOGGER, JsonFormatter
 from proxy.simulator import SimulatorLog
 from tests.e2e.conftest import ProxyFactory
-from tests.reliability.upstreams import JSON_HEADERS, Script, ScriptedUpstream, scripted
+from tests.reliability.upstreams import (
+    JSON_HEADERS,
+    Script,
+    ScriptedUpstream,
+    answer,
+    scripted,
+    sequenced,
+    tool_calls,
+)
 from tests.reliability.wire import (
     error_body,
     error_event,
@@ -361,19 +369,66 @@ def test_secrets_never_reach_logs_errors_or_metrics(
         assert PROXY_SECRET not in orjson.dumps(headers).decode()
 
 
+def _loop_error(response: httpx.Response, tool: str, *, as_event: bool) -> None:
+    """SPEC §5: the breaker's error, as a 422, or as a stream's last event once the stream
+    had sent bytes."""
+    if as_event:
+        assert response.status_code == 200
+        error = error_event(response.content)
+    else:
+        assert response.status_code == 422
+        error = error_body(response)
+    assert (error["type"], error["code"]) == ("loop_detected", "tool_call_replay_loop")
+    assert error["message"].startswith("Tool-call replay loop detected")
+    assert f'"{tool}"' in error["message"], "the message names the replayed tool"
+
+
+# Four answered calls of four tools; native ids, so each is its own upstream id.
+STEPS = [
+    (f"call_Q7vR2kLm9XpT4sWzA1bC3d{k}", tool, f'{{"target":"{tool}"}}')
+    for k, tool in enumerate(("build", "test", "lint", "deploy"))
+]
+STEPS_ANSWERED = [
+    {"role": "user", "content": "ship it"},
+    {"role": "assistant", "content": None, "tool_calls": tool_calls(*STEPS)},
+    *({"role": "tool", "tool_call_id": call_id, "content": "done"} for call_id, _, _ in STEPS),
+]
+
+
 @pytest.mark.parametrize("max_followups", [0, 1, 2])
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 def test_follow_up_rounds_are_bounded(
+    make_proxy: ProxyFactory, max_followups: int, stream: bool
+) -> None:
+    """SPEC §5: more than `max_followups` follow-up rounds stop the response. The upstream
+    replays another answered call every round, so no other breaker rule applies first: it
+    sees exactly 1 + max_followups requests, and the error names the first replayed tool."""
+    # Each round says something first, so a stream has sent bytes when the breaker trips.
+    rounds = tuple(answer(step, content=f"Running {step[1]}. ", stream=stream) for step in STEPS)
+    with (
+        sequenced(*rounds) as (upstream, seen),
+        make_proxy(upstream=upstream.url + "/v1", max_followups=max_followups) as server,
+    ):
+        body = {"model": "m", "stream": stream, "messages": STEPS_ANSWERED}
+        response = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=10)
+    _loop_error(response, "build", as_event=stream)
+    assert len(seen.chat_requests()) == 1 + max_followups
+
+
+@pytest.mark.parametrize("max_followups", [0, 1, 2])
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_replay_of_the_answered_copy_trips_the_breaker_at_once(
     make_proxy: ProxyFactory, log: SimulatorLog, max_followups: int, stream: bool
 ) -> None:
+    """SPEC §5: replay-loop replays, in the follow-up, the copy the proxy just answered, and
+    that trips the breaker on the spot: 2 upstream requests whatever max_followups allows
+    beyond one round (with 0, no follow-up round at all: 1)."""
     with make_proxy(max_followups=max_followups) as server:
         body = {"model": "replay-loop", "stream": stream, "messages": ANSWERED_HISTORY}
         response = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=10)
-        # Streaming too: the looping model sends nothing before its replays (SPEC §5).
-        assert response.status_code == 422
-        error = error_body(response)
-        assert (error["type"], error["code"]) == ("loop_detected", "tool_call_replay_loop")
-    assert 1 <= len(log.requests) <= 1 + max_followups
+    # Streaming too: the looping model sends nothing before its replays (SPEC §5).
+    _loop_error(response, "run_shell_command", as_event=False)
+    assert len(log.requests) == min(2, 1 + max_followups)
 
 
 def test_upstream_cookies_reach_only_the_client_they_were_set_for(make_proxy: ProxyFactory) -> None:

@@ -35,6 +35,9 @@ class Script:
     cut: bool = False  # raise after the pieces: the server drops the connection mid-body
     # After the pieces, keep the body open until this is set (at most HOLD_LIMIT_S).
     hold: threading.Event | None = field(default=None, compare=False)
+    # Lockstep: before each piece after the first, take one release of this (at most
+    # HOLD_LIMIT_S each), so a test decides when the next write may go out.
+    gate: threading.Semaphore | None = field(default=None, compare=False)
 
 
 HOLD_LIMIT_S = 10.0
@@ -76,6 +79,38 @@ def sse_body(content: str = "ok") -> bytes:
     return b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
 
 
+def tool_calls(*calls: tuple[str, str, str]) -> list[dict[str, Any]]:
+    """`(id, name, arguments)` triples as a message's `tool_calls`."""
+    return [
+        {"id": i, "type": "function", "function": {"name": name, "arguments": arguments}}
+        for i, name, arguments in calls
+    ]
+
+
+def answer(*calls: tuple[str, str, str], content: str | None = None, stream: bool) -> Script:
+    """An upstream's answer: `content` (default "ok" when there are no calls), then `calls`,
+    as a whole completion or as an event stream (a content delta, one delta per call, the
+    finish)."""
+    if not calls:
+        text = "ok" if content is None else content
+        if stream:
+            return Script(headers=SSE_HEADERS, pieces=(sse_body(text),))
+        return Script(pieces=(completion_body(text),))
+    made = tool_calls(*calls)
+    if not stream:
+        message = {"role": "assistant", "content": content, "tool_calls": made}
+        choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+        body = {"id": "chatcmpl-scripted", "object": "chat.completion", "created": 1}
+        return Script(pieces=(orjson.dumps({**body, "choices": [choice]}),))
+    head = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1}
+    deltas: list[dict[str, Any]] = [] if content is None else [{"content": content}]
+    deltas += [{"tool_calls": [{"index": i, **call}]} for i, call in enumerate(made)]
+    chunks = [{**head, "choices": [{"index": 0, "delta": delta}]} for delta in deltas]
+    chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+    events = b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks)
+    return Script(headers=SSE_HEADERS, pieces=(events + b"data: [DONE]\n\n",))
+
+
 class _Cut(RuntimeError):
     """Raised after the scripted pieces: uvicorn then drops the connection mid-body."""
 
@@ -93,6 +128,10 @@ class ScriptedUpstream:
                 else Script(pieces=(completion_body(),))
             )
         return Script(pieces=(b'{"object":"list","data":[]}',))
+
+    def pick(self, path: str, stream: bool) -> Script:
+        """The script answering this request (it is already recorded in `seen`)."""
+        return self.scripts.get(path) or self.default(path, stream)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -122,11 +161,14 @@ class ScriptedUpstream:
                 stream = isinstance(parsed, dict) and parsed.get("stream") is True
             except orjson.JSONDecodeError:
                 pass
-        script = self.scripts.get(path) or self.default(path, stream)
+        script = self.pick(path, stream)
         await send(
             {"type": "http.response.start", "status": script.status, "headers": script.headers}
         )
-        for piece in script.pieces:
+        for number, piece in enumerate(script.pieces):
+            gate = script.gate if number else None
+            if gate is not None and not await asyncio.to_thread(gate.acquire, True, HOLD_LIMIT_S):
+                raise _Cut("the gate was not released in time")
             parts = [piece[i : i + 1] for i in range(len(piece))] if script.drip else [piece]
             for part in parts:
                 await send({"type": "http.response.body", "body": part, "more_body": True})
@@ -142,6 +184,31 @@ class ScriptedUpstream:
 @contextmanager
 def scripted(scripts: dict[str, Script] | None = None) -> Iterator[tuple[ServerThread, Any]]:
     upstream = ScriptedUpstream(dict(scripts or {}))
+    with serving(upstream) as server:
+        yield server, upstream
+
+
+@dataclass
+class SequenceUpstream(ScriptedUpstream):
+    """Answers the n-th chat completion with the n-th of `rounds`, and the last one again after
+    them: an upstream whose answer changes from round to round (follow-up rounds, SPEC §5)."""
+
+    rounds: tuple[Script, ...] = ()
+
+    def pick(self, path: str, stream: bool) -> Script:
+        if not path.endswith("/chat/completions") or not self.rounds:
+            return super().pick(path, stream)
+        count = sum(1 for seen in self.seen if seen.path == path)  # this request included
+        return self.rounds[min(count, len(self.rounds)) - 1]
+
+    def chat_requests(self) -> list[dict[str, Any]]:
+        """The JSON bodies of the chat completions it was sent, in order."""
+        return [orjson.loads(s.body) for s in self.seen if s.path.endswith("/chat/completions")]
+
+
+@contextmanager
+def sequenced(*rounds: Script) -> Iterator[tuple[ServerThread, SequenceUpstream]]:
+    upstream = SequenceUpstream(rounds=rounds)
     with serving(upstream) as server:
         yield server, upstream
 

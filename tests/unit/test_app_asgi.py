@@ -1,8 +1,16 @@
-"""The ASGI shell with respx standing in for the upstream, called with a recording `send`
-(httpx's ASGITransport would collect whole responses and hide streaming behaviour)."""
+"""The ASGI shell called with a recording `send` (httpx's ASGITransport would collect whole
+responses and hide streaming behaviour).
+
+Streaming runs against a real upstream on loopback through the proxy's own transport. Elsewhere
+respx stands in for the upstream, behind a transport that hands each body back unread, as
+every network transport does (respx reads its responses ahead, which no real transport does).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -11,33 +19,53 @@ import respx
 
 from proxy.app import create_app
 from proxy.config import Route, Settings
+from tests.reliability.upstreams import SSE_HEADERS, Script, scripted
 
 UPSTREAM = "http://upstream.test/v1"
 
 
+class UnreadBodies(httpx.AsyncBaseTransport):
+    """respx's answers as a network transport gives them: the head, and the body unread."""
+
+    def __init__(self, router: respx.MockRouter) -> None:
+        self.router = router
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        answer = await self.router.async_handler(request)
+        return httpx.Response(
+            answer.status_code,
+            headers=answer.headers,
+            stream=httpx.ByteStream(answer.content),
+            request=request,
+        )
+
+
 def make_app(router: respx.MockRouter, **route: Any) -> Any:
-    client = httpx.AsyncClient(transport=httpx.MockTransport(router.handler))
+    client = httpx.AsyncClient(transport=UnreadBodies(router))
     settings = Settings(routes=(Route(name="r", upstream=UPSTREAM, **route),))
     return create_app(settings, client)
 
 
-async def call(
+async def call_messages(
     app: Any,
     body: bytes,
     path: str = "/v1/chat/completions",
     headers: list[tuple[bytes, bytes]] | None = None,
-) -> tuple[int, dict[bytes, bytes], list[bytes]]:
+    on_send: Callable[[dict[str, Any]], None] = lambda message: None,
+) -> list[dict[str, Any]]:
+    """Every ASGI message the app sent, in order."""
     sent: list[dict[str, Any]] = []
     messages = [{"type": "http.request", "body": body, "more_body": False}]
 
     async def receive() -> dict[str, Any]:
         if messages:
             return messages.pop(0)
-        await __import__("asyncio").Event().wait()  # the client stays connected
+        await asyncio.Event().wait()  # the client stays connected
         raise AssertionError
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
+        on_send(message)
 
     scope = {
         "type": "http",
@@ -47,6 +75,16 @@ async def call(
         "headers": [(b"content-type", b"application/json"), *(headers or [])],
     }
     await app(scope, receive, send)
+    return sent
+
+
+async def call(
+    app: Any,
+    body: bytes,
+    path: str = "/v1/chat/completions",
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> tuple[int, dict[bytes, bytes], list[bytes]]:
+    sent = await call_messages(app, body, path, headers)
     start = sent[0]
     bodies = [m.get("body", b"") for m in sent[1:]]
     return start["status"], dict(start["headers"]), bodies
@@ -72,23 +110,36 @@ async def test_read_timeout_before_head_maps_to_504() -> None:
 
 
 async def test_streaming_chunks_are_sent_one_by_one() -> None:
+    """Each upstream event leaves as its own ASGI message the moment it arrives: the upstream
+    (a real server on loopback, read through the proxy's own transport) writes an event only
+    after the previous one reached the client's `send`, so a proxy that waited for more
+    before sending would stall here. The message carrying `[DONE]` ends the body."""
     events = [
         b'data: {"id":"a","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}\n\n',
+        b'data: {"id":"a","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"y"},"finish_reason":null}]}\n\n',
         b'data: {"id":"a","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
         b"data: [DONE]\n\n",
     ]
-    router = respx.MockRouter()
-    router.post(f"{UPSTREAM}/chat/completions").mock(
-        return_value=httpx.Response(
-            200,
-            headers={"content-type": "text/event-stream"},
-            stream=httpx.ByteStream(b"".join(events)),
-        )
-    )
-    stream_body = orjson.dumps({**orjson.loads(CHAT), "stream": True})
-    status, headers, bodies = await call(make_app(router), stream_body)
-    assert status == 200 and headers[b"content-type"].startswith(b"text/event-stream")
-    assert b"".join(bodies) == b"".join(events), "a clean stream leaves as the bytes that arrived"
+    gate = threading.Semaphore(0)
+
+    def release_next_write(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body" and message.get("body"):
+            gate.release()
+
+    script = Script(headers=SSE_HEADERS, pieces=tuple(events), gate=gate)
+    with scripted({"/v1/chat/completions": script}) as (upstream, _):
+        app = create_app(Settings(routes=(Route(name="r", upstream=upstream.url + "/v1"),)))
+        try:
+            stream_body = orjson.dumps({**orjson.loads(CHAT), "stream": True})
+            sent = await call_messages(app, stream_body, on_send=release_next_write)
+        finally:
+            await app.client.aclose()
+    start, *bodies = sent
+    assert start["status"] == 200
+    assert dict(start["headers"])[b"content-type"].startswith(b"text/event-stream")
+    assert [m["type"] for m in bodies] == ["http.response.body"] * len(events)
+    assert [m["body"] for m in bodies] == events, "one message per event, bytes unchanged"
+    assert [m.get("more_body", False) for m in bodies] == [True] * (len(events) - 1) + [False]
 
 
 async def test_non_streaming_ids_are_rewritten_and_request_forwarded_with_kimi_ids() -> None:
