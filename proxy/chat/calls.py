@@ -14,9 +14,8 @@ Rules (SPEC §4):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum, auto
-from typing import Any
+from typing import Any, NamedTuple
 
 from proxy.chat.decide import ChoiceIds, ResponseIds, Verdict
 from proxy.chat.ids import normalize_raw_id
@@ -30,6 +29,15 @@ class SlotState(Enum):
     PENDING = auto()  # header not sent yet (id undecided, or held as a possible replay)
     LIVE = auto()  # header sent; fragments are forwarded as they arrive
     DROPPED = auto()  # duplicate or replay: the client never sees it
+
+
+# Enum members read through their class cost an EnumType.__getattr__ call each on Python
+# 3.11; these are read for every argument fragment.
+_PENDING = SlotState.PENDING
+_LIVE = SlotState.LIVE
+_DROPPED = SlotState.DROPPED
+_NEVER = Progress.NEVER
+_CLOSED = Progress.CLOSED
 
 
 class CallSlot:
@@ -56,7 +64,7 @@ class CallSlot:
         self._json = JsonCompleteness()
         self._unscanned: list[str] = []  # fragments the completeness scan has not seen yet
         self.complete = False
-        self.state = SlotState.PENDING
+        self.state = _PENDING
         self.client_index = -1
         # Characters joined, compared or parsed for the arguments beyond the completeness
         # scan's own count: with it, linear in the arguments' length (tests check it).
@@ -65,10 +73,6 @@ class CallSlot:
     @property
     def name(self) -> str:
         return self.name_ or ""
-
-    @property
-    def has_arguments(self) -> bool:
-        return bool(self._parts)
 
     @property
     def work(self) -> int:
@@ -88,7 +92,7 @@ class CallSlot:
     def add_arguments(self, fragment: str) -> None:
         self._parts.append(fragment)
         self._length += len(fragment)
-        if self.complete or self._json.state is Progress.NEVER:
+        if self.complete or self._json.state is _NEVER:
             return
         self._unscanned.append(fragment)
         # Only after a closing bracket can the arguments have become complete: the scan
@@ -97,7 +101,7 @@ class CallSlot:
             return
         pending = self._unscanned[0] if len(self._unscanned) == 1 else "".join(self._unscanned)
         self._unscanned = []
-        if self._json.feed(pending) is Progress.CLOSED:
+        if self._json.feed(pending) is _CLOSED:
             text = self.arguments_text()
             self.examined += len(text)
             self.complete = is_complete_json(text)
@@ -105,19 +109,18 @@ class CallSlot:
                 self._json.give_up()
 
     def is_flush(self, fragment: str) -> bool:
-        """SPEC §4: is `fragment` on its own a complete JSON value that starts with all the
-        arguments so far (a server's final flush of the whole arguments)?"""
-        if len(fragment) < self._length:
+        """SPEC §4: is `fragment`, after some arguments, on its own a complete JSON value that
+        starts with all of them (a server's final flush of the whole arguments)?"""
+        if not self._parts or len(fragment) < self._length:
             return False  # cannot start with them: no need to look at either
         self.examined += len(fragment)
         return fragment.startswith(self.arguments_text()) and is_complete_json(fragment)
 
 
-@dataclass(frozen=True, slots=True)
-class ToolDelta:
-    """One element of `delta.tool_calls`, read leniently."""
+class ToolDelta(NamedTuple):
+    """One element of `delta.tool_calls`, read leniently (a tuple: one is built per delta)."""
 
-    index: int | None
+    upstream_index: int | None
     raw_id: str | None
     name: str | None
     fragment: str
@@ -170,9 +173,9 @@ class ChoiceCalls:
         """The choice ends: decide what was held, and make every delivered call's arguments
         parseable ("{}" for none)."""
         for slot in self.slots:
-            if slot.state is SlotState.PENDING:
+            if slot.state is _PENDING:
                 self._try_header(slot, out, finishing=True)
-            elif slot.state is SlotState.LIVE and not slot.arguments_text().strip():
+            elif slot.state is _LIVE and not slot.arguments_text().strip():
                 slot.set_arguments("{}")
                 self._note("empty_arguments")
                 out.append({"index": slot.client_index, "function": {"arguments": "{}"}})
@@ -184,51 +187,52 @@ class ChoiceCalls:
         fn = item.get("function")
         fn = fn if isinstance(fn, dict) else {}
         name = fn.get("name")
+        arguments = fn.get("arguments")
         return ToolDelta(
-            index=raw_index if type(raw_index) is int else None,
+            upstream_index=raw_index if type(raw_index) is int else None,
             raw_id=normalize_raw_id(item.get("id")),
             name=name if isinstance(name, str) and name else None,
-            fragment=self._fragment(fn.get("arguments")),
+            fragment=arguments if isinstance(arguments, str) else self._fragment(arguments),
             position=position,
         )
 
     def _fragment(self, arguments: object) -> str:
+        """Arguments that are not a string: null adds nothing, an object is its JSON."""
         if arguments is None:
             return ""
-        if isinstance(arguments, str):
-            return arguments
         self._note("object_arguments")
         return dumps(arguments).decode()
 
     def _take_one(self, delta: ToolDelta, out: list[dict[str, Any]]) -> None:
         slot = self._route(delta)
         fragment = delta.fragment
-        if fragment and slot.has_arguments and slot.is_flush(fragment):
+        if fragment and slot.is_flush(fragment):
             # A final flush of the whole arguments: keep only what it adds (usually nothing).
             fragment = fragment[len(slot.arguments_text()) :]
             self._note("arguments_flush")
-        self._merge_identity(slot, delta)
+        if delta.raw_id is not None or delta.name is not None:
+            self._merge_identity(slot, delta)
         if fragment:
             slot.add_arguments(fragment)
-            if slot.state is SlotState.LIVE:
+            if slot.state is _LIVE:
                 out.append({"index": slot.client_index, "function": {"arguments": fragment}})
-        if slot.state is SlotState.PENDING:
+        if slot.state is _PENDING:
             self._try_header(slot, out, finishing=False)
         if fragment and slot.complete and slot.raw_id is not None:
             # Later calls of this raw id waited for this one's arguments (SPEC §2.4).
             for other in self.slots:
-                if other.state is SlotState.PENDING and other.raw_id == slot.raw_id:
+                if other.state is _PENDING and other.raw_id == slot.raw_id:
                     self._try_header(other, out, finishing=False)
 
     def _merge_identity(self, slot: CallSlot, delta: ToolDelta) -> None:
         """SPEC §4: the first real id wins; id and name are sent once."""
         raw_id = delta.raw_id
         if raw_id is not None and raw_id != slot.raw_id:
-            if slot.raw_id is None and slot.state is SlotState.PENDING:
+            if slot.raw_id is None and slot.state is _PENDING:
                 slot.raw_id = raw_id
             else:
                 self._note("id_changed")
-        elif raw_id is not None and slot.state is not SlotState.PENDING:
+        elif raw_id is not None and slot.state is not _PENDING:
             self._note("repeated_fields")
         if delta.name is not None and slot.name_ is None:
             slot.name_ = delta.name
@@ -236,12 +240,13 @@ class ChoiceCalls:
     # -- which call a delta belongs to (SPEC §4) ---------------------------------------------
 
     def _route(self, delta: ToolDelta) -> CallSlot:
-        if delta.index is None:
+        index = delta.upstream_index
+        if index is None:
             return self._without_index(delta)
-        slot = self._by_index.get(delta.index)
+        slot = self._by_index.get(index)
         if slot is None:
-            return self._at_free_index(delta, delta.index)
-        return self._at_taken_index(delta, delta.index, slot)
+            return self._at_free_index(delta, index)
+        return self._at_taken_index(delta, index, slot)
 
     def _without_index(self, delta: ToolDelta) -> CallSlot:
         """A nameless delta (the first of its `tool_calls`) continues the open call; a named
@@ -269,20 +274,18 @@ class ChoiceCalls:
             only = self._only_open()
             if only is not None and delta.fragment.strip() and not slot.is_flush(delta.fragment):
                 return self._remap(index, only)
-        if self._starts_parallel_call(delta, slot):
+        if delta.name is not None and self._starts_parallel_call(delta, slot):
             # Servers that put every parallel call at index 0.
             self._note("parallel_calls_one_index")
             return self._new_slot(index)
-        if delta.name is not None and slot.state is not SlotState.PENDING:
+        if delta.name is not None and slot.state is not _PENDING:
             self._note("repeated_fields")
         return slot
 
     @staticmethod
     def _starts_parallel_call(delta: ToolDelta, slot: CallSlot) -> bool:
-        """A name with a new id, or a name with arguments after the call at this index is
-        complete (and not a final flush), starts another call."""
-        if delta.name is None:
-            return False
+        """A delta with a name starts another call when it brings a new id, or arguments
+        after the call at this index is complete (and not a final flush)."""
         if delta.raw_id is not None and slot.raw_id is not None and delta.raw_id != slot.raw_id:
             return True
         return slot.complete and bool(delta.fragment) and not slot.is_flush(delta.fragment)
@@ -309,7 +312,7 @@ class ChoiceCalls:
     def _try_header(self, slot: CallSlot, out: list[dict[str, Any]], *, finishing: bool) -> None:
         if slot.name_ is None:
             if finishing:
-                slot.state = SlotState.DROPPED
+                slot.state = _DROPPED
                 self._note("nameless_call_dropped")
             return
         if not finishing and not self._decidable(slot):
@@ -319,10 +322,10 @@ class ChoiceCalls:
             self._note("empty_arguments")
         decision = self._response.decide(self.ids, slot.raw_id, slot)
         if decision.verdict is not Verdict.DELIVER:
-            slot.state = SlotState.DROPPED
+            slot.state = _DROPPED
             self._notes.append(decision.dropped(self.index, slot.name, slot.raw_id))
             return
-        slot.state = SlotState.LIVE
+        slot.state = _LIVE
         slot.client_index = decision.index
         if decision.reason is not None:
             self._notes.append(
@@ -354,7 +357,7 @@ class ChoiceCalls:
         return raw_id is None or not any(
             other is not slot
             and other.raw_id == raw_id
-            and other.state is SlotState.LIVE
+            and other.state is _LIVE
             and not other.complete
             for other in self.slots
         )

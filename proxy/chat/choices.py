@@ -167,7 +167,8 @@ class Choices:
         if "tool_calls" in delta:
             changed = True
             # extend, not rebind: calls recovered from this delta's text are in `emitted`
-            emitted.extend(self._calls(state).take(delta.pop("tool_calls")))
+            calls = state.calls or self._calls(state)
+            emitted.extend(calls.take(delta.pop("tool_calls")))
         return changed
 
     def _finish_choice(

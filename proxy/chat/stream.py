@@ -150,7 +150,7 @@ class StreamSanitizer:
         phase = self.phase
         if phase is not _STREAMING and phase is not _FOLLOWUP:
             return []
-        out = self._handle(self._decoder.end())
+        out = self._handle(self._decoder.end(), None)
         if self.phase is _STREAMING or self.phase is _FOLLOWUP:
             try:
                 out += self._close()
@@ -172,6 +172,7 @@ class StreamSanitizer:
     # -- reads ---------------------------------------------------------------------------------
 
     def _read(self, data: bytes) -> list[bytes]:
+        refused = None
         if self.phase is _STREAMING and data[-2:] == b"\n\n" and self._decoder.idle:
             if self._hot:
                 if self._forwardable(data):
@@ -181,19 +182,20 @@ class StreamSanitizer:
                         self._content.add_read(data)
                     self._choices.raw_seen = True
                     return [data]
+                refused = data
             elif self._round.envelope is None:
                 return self._first_read(data)
-        return self._handle(self._decoder.feed(data))
+        return self._handle(self._decoder.feed(data), refused)
 
     def _first_read(self, data: bytes) -> list[bytes]:
         """The first chunk is always parsed (it names the response); the events after it in
         the same read may still take the hot path."""
         first, separator, rest = data.partition(b"\n\n")
-        out = self._handle(self._decoder.feed(first + separator))
+        out = self._handle(self._decoder.feed(first + separator), None)
         if rest and self._round.envelope is not None:
             out += self._read(rest)  # at most once: the envelope is known now
         elif rest:
-            out += self._handle(self._decoder.feed(rest))
+            out += self._handle(self._decoder.feed(rest), None)
         return out
 
     def _forwardable(self, framed: bytes) -> bool:
@@ -207,19 +209,20 @@ class StreamSanitizer:
             want |= CONTENT if self._choices.holding_text() else MARKUP
         return scan(framed, want) == PLAIN
 
-    def _handle(self, events: list[SSEEvent]) -> list[bytes]:
+    def _handle(self, events: list[SSEEvent], refused: bytes | None) -> list[bytes]:
+        """`refused`: the read these events came from, when the rule refused it whole."""
         out: list[bytes] = []
         try:
             for event in events:
                 phase = self.phase
                 if phase is _DONE or phase is _FAILED:
                     break
-                self._event(event, out)
+                self._event(event, out, refused)
         except ReplayLoopDetected as exc:
             self._trip(exc, out)
         return out
 
-    def _event(self, event: SSEEvent, out: list[bytes]) -> None:
+    def _event(self, event: SSEEvent, out: list[bytes], refused: bytes | None) -> None:
         data = event.data
         if data is None:
             if self.phase is _STREAMING:
@@ -228,13 +231,21 @@ class StreamSanitizer:
             out.extend(self._close())
         elif self.phase is _FOLLOWUP:
             self._round.swallow(data)
-        elif self._hot and self._forwardable(b"data: " + data + b"\n\n"):
+        elif self._unchanged_event(data, refused):
             if self._content is not None:
                 self._content.add_event(data)
             self._choices.raw_seen = True
             out.append(encode_event(data, event.other))
         else:
             self._parsed_event(data, event.other, out)
+
+    def _unchanged_event(self, data: bytes, refused: bytes | None) -> bool:
+        """The one rule for an event on the general path: its data framed as a read of its
+        own. Not asked twice: an event that is the whole read just refused stays refused."""
+        if not self._hot:
+            return False
+        framed = b"data: " + data + b"\n\n"
+        return framed != refused and self._forwardable(framed)
 
     def _parsed_event(self, data: bytes, other: tuple[bytes, ...], out: list[bytes]) -> None:
         try:

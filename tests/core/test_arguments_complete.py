@@ -144,8 +144,7 @@ def slot_work(fragments: list[str]) -> tuple[int, bool]:
     the fragment joins the arguments."""
     slot = CallSlot()
     for fragment in fragments:
-        if slot.has_arguments:
-            slot.is_flush(fragment)
+        slot.is_flush(fragment)
         slot.add_arguments(fragment)
     return slot.work, slot.complete
 
