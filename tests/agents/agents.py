@@ -1,7 +1,7 @@
 """The coding agents under test, as their users run them: installed from tests/agents/node
 (pinned by its package-lock.json), configured for an OpenAI-compatible base URL in a throwaway
-home, offline (no update checks, telemetry or model catalogs), and run headless with every tool
-approved.
+home (Chat Completions for opencode, pi and qwen-code, Responses for Codex), offline (no update
+checks, telemetry or model catalogs), and run headless with every tool approved.
 
 Each agent gets the same small task in a scratch directory, written as the simulator's scripted
 steps (`step: <tool> <JSON>`, see proxy/simulator/profiles.py) with that agent's own tool names
@@ -254,6 +254,48 @@ def _qwen(s: Scratch, base_url: str, model: str, text: str) -> Invocation:
     return Invocation([*argv, text], env)
 
 
+# --- Codex CLI -------------------------------------------------------------------------------
+
+
+def _codex_steps(s: Scratch) -> list[Step]:
+    # Its one shell tool (`exec_command`, a command line run by `bash -lc`) does every step: a
+    # model it has no metadata for (any simulator model) gets no file-editing tool.
+    return [
+        ("exec_command", {"cmd": f"ls {s.work}"}),
+        ("exec_command", {"cmd": s.shell_command()}),
+        ("exec_command", {"cmd": f"cat {s.notes}"}),
+        ("exec_command", {"cmd": f"printf 'done\\n' > {s.out}"}),
+    ]
+
+
+def _codex(s: Scratch, base_url: str, model: str, text: str) -> Invocation:
+    # A custom model provider on the Responses API, keyed by an environment variable; no
+    # approvals and no sandbox (the scratch directory is the only thing it touches).
+    codex_home = s.home / ".codex"
+    codex_home.mkdir()
+    config = f"""\
+model = {json.dumps(model)}
+model_provider = "sim"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[model_providers.sim]
+name = "sim"
+base_url = {json.dumps(base_url)}
+env_key = "SIM_API_KEY"
+wire_api = "responses"
+"""
+    (codex_home / "config.toml").write_text(config)
+    env = s.env() | {"CODEX_HOME": str(codex_home), "SIM_API_KEY": API_KEY}
+    cli = MODULES / "@openai" / "codex" / "bin" / "codex.js"
+    # `--skip-git-repo-check`: the scratch directory is not a git repository.
+    return Invocation([str(NODE), str(cli), "exec", "--skip-git-repo-check", text], env)
+
+
 AGENTS = (
     Agent("opencode", "opencode-ai", _opencode_steps, _opencode),
     Agent("pi", "@mariozechner/pi-coding-agent", _pi_steps, _pi),
@@ -264,4 +306,5 @@ AGENTS = (
         _qwen,
         own_guard="Loop detection halted the run",
     ),
+    Agent("codex", "@openai/codex", _codex_steps, _codex),
 )

@@ -105,17 +105,29 @@ class Run:
         """(request number, ids) for each upstream request whose history holds an id twice."""
         found = []
         for number, body in enumerate(self.requests):
-            ids = [
-                str(call.get("id"))
-                for message in body.get("messages", [])
-                if isinstance(message, dict) and message.get("role") == "assistant"
-                for call in message.get("tool_calls") or []
-                if isinstance(call, dict)
-            ]
+            ids = _history_ids(body)
             twice = sorted(i for i, n in Counter(ids).items() if n > 1)
             if twice:
                 found.append((number, twice))
         return found
+
+
+def _history_ids(body: JSON) -> list[str]:
+    """The tool-call ids of a request's history: Chat Completions' assistant `tool_calls`, or
+    the `call_id`s of Responses' `function_call` and `custom_tool_call` items."""
+    calls = [
+        call
+        for message in body.get("messages") or []
+        if isinstance(message, dict) and message.get("role") == "assistant"
+        for call in message.get("tool_calls") or []
+        if isinstance(call, dict)
+    ]
+    items = [
+        item
+        for item in body.get("input") or []
+        if isinstance(item, dict) and item.get("type") in ("function_call", "custom_tool_call")
+    ]
+    return [str(call.get("id")) for call in calls] + [str(item.get("call_id")) for item in items]
 
 
 def run_agent(agent: Agent, cell: Cell, route: str, root: Path) -> Run:
