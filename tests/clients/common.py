@@ -104,9 +104,9 @@ class Loop:
         self.status = status if isinstance(status, int) else None
 
 
-def expected_calls(profile: str) -> list[tuple[str, str]]:
+def expected_calls(profile: str, profiles: dict[str, int] = PROFILES) -> list[tuple[str, str]]:
     """The calls the scripted model makes over its 3 rounds, each exactly once."""
-    per_round = PROFILES[profile] // 3
+    per_round = profiles[profile] // 3
     return [
         Call(None, name, {TOOL_PROPERTY[name]: f"echo round-{rnd}-{i}"}).key
         for rnd in (1, 2, 3)

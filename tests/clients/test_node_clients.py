@@ -1,7 +1,8 @@
 """Node clients through the proxy: the official `openai` package (hand-written loops on
 `create`, streaming and not, the `.stream()` helper, and the SDK's own `runTools` loop) and the
 Vercel AI SDK (`ai` with `@ai-sdk/openai-compatible`: `generateText` and `streamText` with
-tools that have `execute` functions, multi-step by `stopWhen: stepCountIs(n)`).
+tools that have `execute` functions, multi-step by `stopWhen: stepCountIs(n)`), and the same
+AI SDK loop on the Responses API (`@ai-sdk/openai`'s `openai.responses(model)`, SPEC §8).
 
 The scripts in tests/clients/node run every profile's loop in one process per mode (Node
 starts slowly) and print one JSON result per profile; each profile is still its own test.
@@ -25,10 +26,18 @@ from tests.clients.common import (
     assert_usage_reported,
     run_node,
 )
+from tests.clients.responses_common import (
+    RESPONSES_PROFILES,
+    assert_responses_loop_completes,
+    assert_responses_loop_reported,
+)
 from tests.servers import ServerThread
 
 OPENAI = "openai_loop.mjs"
 AI_SDK = "ai_sdk_loop.mjs"
+AI_SDK_RESPONSES = "ai_sdk_responses.mjs"
+AI_SDK_RESPONSES_MODES = ["generate", "stream"]
+RESPONSES_CONTROL_MODELS = ["kimi", "replay-once", REPLAY_LOOP]
 OPENAI_MODES = [
     "create",
     "create-stream",
@@ -55,12 +64,16 @@ def runs(proxy: ServerThread, simulator: ServerThread) -> Runs:
     targets = {
         "proxy": (proxy.url + "/v1", [*PROFILES, REPLAY_LOOP]),
         "simulator": (simulator.url + "/v1", CONTROL_MODELS),
+        "responses-proxy": (proxy.url + "/v1", [*RESPONSES_PROFILES, REPLAY_LOOP]),
+        "responses-simulator": (simulator.url + "/v1", RESPONSES_CONTROL_MODELS),
     }
     keys = [
         *((OPENAI, mode, "proxy") for mode in OPENAI_MODES),
         *((AI_SDK, mode, "proxy") for mode in AI_SDK_MODES),
+        *((AI_SDK_RESPONSES, mode, "responses-proxy") for mode in AI_SDK_RESPONSES_MODES),
         *((OPENAI, mode, "simulator") for mode in CONTROL_OPENAI_MODES),
         *((AI_SDK, mode, "simulator") for mode in CONTROL_AI_SDK_MODES),
+        *((AI_SDK_RESPONSES, mode, "responses-simulator") for mode in AI_SDK_RESPONSES_MODES),
     ]
     with ThreadPoolExecutor(max_workers=4) as pool:
         futures = {key: pool.submit(run_node, key[0], *targets[key[2]], key[1]) for key in keys}
@@ -174,5 +187,40 @@ def test_control_ai_sdk_executes_replays(runs: Runs, mode: str) -> None:
     assert Counter(call.key for call in once.executed).most_common(1)[0][1] == 2
     forever = runs(AI_SDK, mode, "simulator")[REPLAY_LOOP]
     # A looping model sends only the call: the last step's answer has no text.
+    assert forever.error is None and not forever.final_text
+    assert [call.key for call in forever.executed] == [forever.executed[0].key] * MAX_STEPS
+
+
+# --- the AI SDK on the Responses API ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile", list(RESPONSES_PROFILES))
+@pytest.mark.parametrize("mode", AI_SDK_RESPONSES_MODES)
+def test_ai_sdk_responses_through_proxy(runs: Runs, mode: str, profile: str) -> None:
+    loop = runs(AI_SDK_RESPONSES, mode, "responses-proxy")[profile]
+    assert_responses_loop_completes(loop, profile)
+    assert loop.steps == 4, "3 tool steps and the answer"
+    assert_usage_reported(loop)  # Responses always reports usage
+
+
+@pytest.mark.parametrize("mode", AI_SDK_RESPONSES_MODES)
+def test_ai_sdk_responses_replay_loop_is_reported(runs: Runs, mode: str) -> None:
+    # generateText throws an APICallError on the HTTP 400, and streamText emits it as an error
+    # part (the loop tripped before the stream's first byte), which the script rethrows.
+    loop = runs(AI_SDK_RESPONSES, mode, "responses-proxy")[REPLAY_LOOP]
+    assert_responses_loop_reported(loop)
+    assert loop.error is not None and loop.error.startswith("AI_APICallError:"), loop.error
+
+
+@pytest.mark.parametrize("mode", AI_SDK_RESPONSES_MODES)
+def test_control_ai_sdk_responses_ids_collide_and_replays_run(runs: Runs, mode: str) -> None:
+    """Straight to the simulator the AI SDK keeps the `call_id`s it receives (every step
+    reuses the same one), runs a replayed call again, and runs a replay loop until its step
+    limit, with no error."""
+    loops = runs(AI_SDK_RESPONSES, mode, "responses-simulator")
+    assert loops["kimi"].ids == ["functions.run_shell_command:0"] * 3
+    once = loops["replay-once"]
+    assert Counter(call.key for call in once.executed).most_common(1)[0][1] == 2
+    forever = loops[REPLAY_LOOP]
     assert forever.error is None and not forever.final_text
     assert [call.key for call in forever.executed] == [forever.executed[0].key] * MAX_STEPS
