@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from proxy.chat.history import FORM_UPSTREAM, Fingerprint, HistoryFacts
 from proxy.chat.ids import fingerprint, kimi_id, mint_client_id
+from proxy.chat.ledger import FORM_UPSTREAM, Fingerprint, HistoryFacts
 from proxy.errors import ReplayLoopDetected
 
 REPLAY_MESSAGE = (
