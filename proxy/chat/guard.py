@@ -100,20 +100,20 @@ def _fresh_upstream_id(
 
 
 @dataclass(frozen=True, slots=True)
-class AnsweredReplay:
-    """A replay the proxy answers itself: the fresh upstream id its copy goes out under, and
-    the synthetic result's text (SPEC §5)."""
+class SyntheticAnswer:
+    """One replay, answered by the proxy in the follow-up request (SPEC §5)."""
 
     replay: Replay
-    upstream_id: str
-    message: str
+    upstream_id: str  # a fresh id in the route's dialect: the call's and its answer's
+    text: str  # the answer the model reads
 
 
-def answer_replays(
+def plan_followup(
     facts: HistoryFacts, guard: GuardState, replays: list[Replay]
-) -> tuple[list[AnsweredReplay], HistoryFacts]:
-    """The grammar-neutral half of a follow-up round: the breaker's count, a fresh upstream id
-    per replay in the route's dialect, and the facts that describe the follow-up's history."""
+) -> tuple[list[SyntheticAnswer], HistoryFacts]:
+    """What every surface's follow-up adds, before its own grammar: one answer per replay
+    under a fresh upstream id, and the facts that describe the longer history. Raises
+    ReplayLoopDetected when one more round is one too many."""
     guard.check_followup_allowed()
     guard.followups_done += 1
     used: set[str] = set()
@@ -129,8 +129,8 @@ def answer_replays(
         answered[fresh] = key
         if replay.client_id is not None:
             answered_client_ids[fresh] = replay.client_id
-        message = REPLAY_MESSAGE.format(raw_id=replay.raw_id, name=replay.name)
-        answers.append(AnsweredReplay(replay, fresh, message))
+        text = REPLAY_MESSAGE.format(raw_id=replay.raw_id, name=replay.name)
+        answers.append(SyntheticAnswer(replay, fresh, text))
     new_facts = replace(
         facts,
         answered=answered,
@@ -147,9 +147,9 @@ def build_followup(
     content: str,
     replays: list[Replay],
 ) -> tuple[dict[str, Any], HistoryFacts]:
-    """The previous upstream request + this round's assistant message + one synthetic answer
-    per replay. Returns the follow-up body and the facts that describe its history."""
-    answers, new_facts = answer_replays(facts, guard, replays)
+    """Chat Completions' follow-up: the previous upstream request + this round's assistant
+    message + one `tool` message per replay. Returns the body and the facts of its history."""
+    answers, new_facts = plan_followup(facts, guard, replays)
     tool_calls = [
         {
             "id": answer.upstream_id,
@@ -159,7 +159,7 @@ def build_followup(
         for answer in answers
     ]
     tool_messages = [
-        {"role": "tool", "tool_call_id": answer.upstream_id, "content": answer.message}
+        {"role": "tool", "tool_call_id": answer.upstream_id, "content": answer.text}
         for answer in answers
     ]
     assistant = {"role": "assistant", "content": content, "tool_calls": tool_calls}

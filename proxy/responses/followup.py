@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.chat.guard import GuardState, Replay, answer_replays
+from proxy.chat.guard import GuardState, Replay, plan_followup
 from proxy.chat.ledger import HistoryFacts
 
 
@@ -33,7 +33,7 @@ def build_followup(
     replayed_items: list[dict[str, Any]],
 ) -> tuple[dict[str, Any], HistoryFacts]:
     """Raises ReplayLoopDetected when one more round is one too many (the breaker)."""
-    answers, new_facts = answer_replays(facts, guard, replays)
+    answers, new_facts = plan_followup(facts, guard, replays)
     calls: list[dict[str, Any]] = []
     outputs: list[dict[str, Any]] = []
     for answer, item in zip(answers, replayed_items, strict=True):
@@ -48,7 +48,7 @@ def build_followup(
             }
         )
         outputs.append(
-            {"type": f"{kind}_output", "call_id": answer.upstream_id, "output": answer.message}
+            {"type": f"{kind}_output", "call_id": answer.upstream_id, "output": answer.text}
         )
     items = [*input_items(upstream_body), *round_items, *calls, *outputs]
     return {**upstream_body, "input": items}, new_facts
