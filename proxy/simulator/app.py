@@ -23,7 +23,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from proxy import __version__
 from proxy.asgi import ASGIApp, Receive, Scope, Send
-from proxy.simulator import docs
+from proxy.simulator import docs, responses
 from proxy.simulator.profiles import (
     JSON,
     PROFILES,
@@ -270,6 +270,7 @@ async def _json_body(request: Request) -> JSON | Response:
 class _Simulator:
     def __init__(self, log: SimulatorLog) -> None:
         self.log = log
+        self.stored = responses.ResponseStore()  # Responses' stored conversations
 
     async def chat(self, request: Request) -> Response:
         body = await _json_body(request)
@@ -307,6 +308,29 @@ class _Simulator:
         payload = _completion(profile, body, reply, model)
         if profile.fault in (Fault.RESET, Fault.STALL, Fault.DRIP, Fault.HANG):
             # Two writes, so a stall or reset lands in the middle of the JSON body.
+            halves = [payload[: len(payload) // 2], payload[len(payload) // 2 :]]
+            return _Writer(_paced(profile, halves, 1), self.log, "application/json", hang)
+        return Response(payload, media_type="application/json")
+
+    async def responses(self, request: Request) -> Response:
+        """OpenAI Responses, in the same profiles' quirks (proxy/simulator/responses.py)."""
+        body = await responses.read_body(request)
+        if isinstance(body, Response):
+            return body
+        self.log.requests.append(body)
+        planned = responses.plan(body, self.stored)
+        if isinstance(planned, Response):
+            return planned
+        profile, reply, model, items = planned
+        if reply.kimi_history_ok is not None:
+            self.log.kimi_history_ok.append(reply.kimi_history_ok)
+        hang = profile.stall_s if profile.fault is Fault.HANG else 0.0
+        if body.get("stream") is True:
+            frames = responses.event_frames(profile, body, reply, model, items, self.stored)
+            paced = _paced(profile, frames, _STREAM_FAULT_AT)
+            return _Writer(paced, self.log, "text/event-stream", hang)
+        payload = responses.response_body(profile, body, reply, model, items, self.stored)
+        if profile.fault in (Fault.RESET, Fault.STALL, Fault.DRIP, Fault.HANG):
             halves = [payload[: len(payload) // 2], payload[len(payload) // 2 :]]
             return _Writer(_paced(profile, halves, 1), self.log, "application/json", hang)
         return Response(payload, media_type="application/json")
@@ -372,6 +396,7 @@ def create_simulator_app(log: SimulatorLog | None = None) -> FastAPI:
         middleware=[Middleware(_Recorder, log=log)],
     )
     app.add_api_route("/v1/chat/completions", sim.chat, methods=["POST"], **docs.CHAT)
+    app.add_api_route("/v1/responses", sim.responses, methods=["POST"], **docs.RESPONSES)
     app.add_api_route("/v1/models", sim.models, methods=["GET"], **docs.MODELS)
     app.add_api_route("/v1/embeddings", sim.embeddings, methods=["POST"], **docs.EMBEDDINGS)
     app.add_api_route("/{path:path}", sim.not_found, methods=_ALL_METHODS, include_in_schema=False)

@@ -97,6 +97,9 @@ class Profile:
     terminate: bool = True  # send finish_reason and [DONE] at all
     preamble: tuple[str, ...] = ("Let me ", "run ", "that.")
     obfuscation: bool = False
+    # Responses: `.done` events (arguments, text, and a call's output_item.done) and item ids.
+    done_events: bool = True
+    item_ids: bool = True
     replay: Replay = Replay.NONE
     replay_id: ReplayId = ReplayId.HISTORY
     # The replay follows this many tool rounds and re-emits the latest call: after round 1 a
@@ -197,6 +200,9 @@ _ALL = (
         for mode in (Replay.ONCE, Replay.LOOP)
     ),
     Profile(name="dup-in-response", id_style=IdStyle.NAME_INDEX, duplicate_call=True),
+    # Responses servers that leave out item ids, or every `.done` event and the completion.
+    Profile(name="no-item-ids", id_style=IdStyle.KIMI_RESPONSE, item_ids=False),
+    Profile(name="no-done-events", id_style=IdStyle.KIMI_RESPONSE, done_events=False),
     # Tool parser off: the calls arrive inside `content` as each model family's markup.
     *(Profile(name=f"leak-{fmt}", leak=fmt) for fmt in LEAK_FORMATS),
     Profile(name="fast", text_only=True),
