@@ -106,6 +106,9 @@ class Agent:
     # qwen-code guards itself: it renames a repeated id (`<id>__qwen_dup_2`) and, seeing the
     # same call again, refuses it or halts the run with its own loop detection (this message).
     own_guard: str | None = None
+    # The API it speaks. The simulator's Responses endpoint is strict, as providers are: a
+    # request whose `input` repeats a `call_id` gets a 400 (`Duplicate call_id`).
+    api: str = "chat"  # chat | responses
 
     @property
     def version(self) -> str:
@@ -306,5 +309,5 @@ AGENTS = (
         _qwen,
         own_guard="Loop detection halted the run",
     ),
-    Agent("codex", "@openai/codex", _codex_steps, _codex),
+    Agent("codex", "@openai/codex", _codex_steps, _codex, api="responses"),
 )

@@ -28,6 +28,8 @@ from tests.servers import serving
 
 FINAL_TEXT = "All 4 rounds done."  # the scripted model's answer after the 4 steps
 LOOP_ERROR = re.compile(r"replay loop detected", re.IGNORECASE)
+# The strict simulated upstream (Responses) refusing a history that repeats a call_id.
+DUPLICATE_ERROR = "Duplicate call_id"
 # A replay loop straight to the simulator is stopped once the command has run this often (the
 # loop is shown; letting it go on proves nothing more), or at the deadline.
 LOOPING = 10
@@ -96,6 +98,8 @@ class Run:
             how = "proxy's loop error"
         elif self.guard_halted:
             how = "its own loop guard"
+        elif DUPLICATE_ERROR in self.output:
+            how = "upstream's 400 (duplicate call_id)"
         else:
             lines = [line.strip() for line in self.output.splitlines() if line.strip()]
             how = (lines[-1] if lines else "no output")[:60]

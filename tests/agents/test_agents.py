@@ -1,12 +1,15 @@
-"""Real coding agents (opencode, pi, qwen-code) through the proxy, against a Kimi-like
-simulated upstream that replays a shell command once or forever, under the id the history has
-or under one from a counter that restarts every response.
+"""Real coding agents (opencode, pi and qwen-code on Chat Completions, Codex CLI on Responses)
+through the proxy, against a Kimi-like simulated upstream that replays a shell command once or
+forever, under the id the history has or under one from a counter that restarts every
+response.
 
 Through the proxy each agent ends on its own, the replayed command runs exactly once (the log
 it appends to has one line), a replay loop ends with an error that names it and that the agent
 does not retry, and the upstream never sees one id twice in a request. The controls run the
 same agents straight to the simulator: there the replayed command runs again (and, for a loop,
-until the test stops it or the agent's own guard does), so the proxy tests can fail.
+until the test stops it or the agent's own guard does), so the proxy tests can fail. Codex's
+control meets a strict upstream (Responses): its history repeats Kimi's restarted `call_id`s
+and the upstream refuses it with a 400, after running a replayed command twice.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any, TypeVar
 import pytest
 
 from tests.agents.agents import AGENTS
-from tests.agents.runs import CELLS, LOOPING, Cell, Run, RunKey
+from tests.agents.runs import CELLS, DUPLICATE_ERROR, LOOPING, Cell, Run, RunKey
 
 Runs = dict[RunKey, Run]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -30,6 +33,7 @@ replays = pytest.mark.parametrize(
     ids=[c.key for c in CELLS if c.mode != "normal"],
 )
 OWN_GUARD = {a.name: a.own_guard is not None for a in AGENTS}
+RESPONSES = {a.name for a in AGENTS if a.api == "responses"}
 
 
 def routes(*names: str) -> Callable[[F], F]:
@@ -68,13 +72,36 @@ def test_control_straight_to_simulator(agent_runs: Runs, agent: str, cell: Cell)
     it does not run a replay-once replay again and halts a replay loop with its own error."""
     run = agent_runs[(agent, cell, "direct")]
     context = f"{run.ended}\n{run.output[-3000:]}"
-    if cell.mode == "replay-once":
+    if agent in RESPONSES:
+        _assert_strict_upstream_refused(run, cell)
+    elif cell.mode == "replay-once":
         assert run.finished, context
         assert run.runs == (1 if OWN_GUARD[agent] else 2), context
     elif OWN_GUARD[agent]:
         assert run.guard_halted and run.returncode not in (None, 0), context
     else:
         assert run.returncode is None and run.runs >= LOOPING, f"not still looping: {context}"
+
+
+def _assert_strict_upstream_refused(run: Run, cell: Cell) -> None:
+    """On Responses the agent sends its whole history every turn, Kimi-like `call_id`s
+    included, and the strict upstream refuses the request that repeats one: the task never
+    finishes, and a replay under the history's id has already run the command twice."""
+    context = f"{run.ended}\n{run.output[-3000:]}"
+    assert run.returncode not in (None, 0) and DUPLICATE_ERROR in run.output, context
+    assert not run.finished, context
+    assert run.runs == (2 if cell.replay_id == "history" else 1), context
+
+
+@pytest.mark.parametrize("agent", sorted(RESPONSES))
+@pytest.mark.parametrize("cell", [c for c in CELLS if c.mode == "normal"], ids=["normal"])
+@routes("direct")
+def test_control_responses_agent_fails_without_replays(
+    agent_runs: Runs, agent: str, cell: Cell
+) -> None:
+    """Without the proxy even the replay-free task fails on Responses: Kimi's `call_id`s
+    restart every response, so the second turn's history repeats one."""
+    _assert_strict_upstream_refused(agent_runs[(agent, cell, "direct")], cell)
 
 
 @agents
