@@ -12,9 +12,15 @@ from tests.clients.common import FINAL_TEXT, LOOP_ERROR, Loop, expected_calls
 
 # Simulator profile -> how many tool calls its 3 rounds make.
 RESPONSES_PROFILES: dict[str, int] = {
-    "kimi": 3,  # call_id functions.<name>:0 reused every response
+    "kimi": 3,  # call_id functions.<name>:0 restarting every response
     "name-index": 6,  # <name>_0 / <name>_1 parallel calls, reused every response
+    "no-index": 3,  # call_0 every response, the whole arguments in output_item.added
     "empty-id": 3,  # "" call_ids
+    "missing-id": 3,  # no call_id at all, the whole arguments in output_item.added
+    "no-item-ids": 3,  # Kimi call_ids and function_call items without an `id`
+    "no-done-events": 3,  # Kimi call_ids and no `.done` events (arguments, item)
+    "final-flush": 3,  # the complete arguments once more after the fragments
+    "no-finish": 3,  # no response.completed
     "replay-once": 3,  # round 2 replays round 1's call with its call_id, once
     "kimi-k2/replay-once": 3,  # the same behind the Kimi dialect
 }

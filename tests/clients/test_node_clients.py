@@ -37,7 +37,7 @@ OPENAI = "openai_loop.mjs"
 AI_SDK = "ai_sdk_loop.mjs"
 AI_SDK_RESPONSES = "ai_sdk_responses.mjs"
 AI_SDK_RESPONSES_MODES = ["generate", "stream"]
-RESPONSES_CONTROL_MODELS = ["kimi", "replay-once"]
+RESPONSES_CONTROL_MODELS = ["kimi", "replay-once", "no-item-ids", "missing-id", "no-done-events"]
 OPENAI_MODES = [
     "create",
     "create-stream",
@@ -224,3 +224,29 @@ def test_control_ai_sdk_responses_ids_collide_and_replays_run(runs: Runs, mode: 
     once = loops["replay-once"]
     assert [call.key for call in once.executed] == [once.executed[0].key] * 2, once
     assert once.status == 400 and once.final_text is None, once
+
+
+@pytest.mark.parametrize(
+    ("mode", "error"),
+    [
+        ("generate", "AI_APICallError: Invalid JSON response"),
+        ("stream", "AI_TypeValidationError: Type validation failed"),
+    ],
+)
+def test_control_ai_sdk_responses_rejects_calls_without_ids(
+    runs: Runs, mode: str, error: str
+) -> None:
+    """A function_call item without its `id` (or without a `call_id`) fails the AI SDK's
+    schema, so the whole response is refused."""
+    for profile in ("no-item-ids", "missing-id"):
+        loop = runs(AI_SDK_RESPONSES, mode, "responses-simulator")[profile]
+        assert loop.error is not None and loop.error.startswith(error), (profile, loop)
+        assert loop.executed == [], (profile, loop)
+
+
+def test_control_ai_sdk_responses_stream_drops_calls_without_done_events(runs: Runs) -> None:
+    """streamText takes a call from its `.done` events only: without them it sees no call and
+    ends the run on the preamble, silently, with no tool run."""
+    loop = runs(AI_SDK_RESPONSES, "stream", "responses-simulator")["no-done-events"]
+    assert loop.error is None and loop.final_text == "Let me run that.", loop
+    assert loop.executed == [] and loop.steps == 1, loop

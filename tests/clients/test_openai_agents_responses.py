@@ -4,9 +4,10 @@ API (SPEC §8): an `Agent` named by a model string, resolved by the SDK's `OpenA
 SDK runs the tool loop itself, sending the whole history (`input` items) every turn; the tools
 record the `call_id` from their `ToolContext`.
 
-The controls run the same agent straight to the simulator: reused and empty `call_id`s stop the
-run with the SDK's own `ModelBehaviorError`, a replayed call is skipped and the run ends early
-on that turn's text, and a replay loop runs until the SDK's `max_turns`.
+The controls run the same agent straight to the simulator: reused, empty and missing `call_id`s
+and a stream without `response.completed` stop the run with the SDK's own `ModelBehaviorError`,
+a replayed call is skipped and the run ends early on that turn's text, and a replay loop runs
+until the SDK's `max_turns`.
 """
 
 from __future__ import annotations
@@ -119,9 +120,18 @@ async def test_control_reused_ids_stop_the_agent(
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_control_empty_ids_stop_the_agent(simulator: ServerThread, mode: str) -> None:
-    loop = await agent_loop(url(simulator), "empty-id", mode)
+@pytest.mark.parametrize("profile", ["empty-id", "missing-id"])
+async def test_control_empty_ids_stop_the_agent(
+    simulator: ServerThread, profile: str, mode: str
+) -> None:
+    loop = await agent_loop(url(simulator), profile, mode)
     assert loop.error is not None and "non-empty string call ID" in loop.error, loop
+    assert loop.executed == []
+
+
+async def test_control_stream_without_completion_stops_the_agent(simulator: ServerThread) -> None:
+    loop = await agent_loop(url(simulator), "no-finish", "run-streamed")
+    assert loop.error == "ModelBehaviorError: Model did not produce a final response!", loop
     assert loop.executed == []
 
 
