@@ -1,8 +1,9 @@
 """The OpenAI Agents SDK (openai-agents) through the proxy on its default model, the Responses
 API (SPEC §8): an `Agent` named by a model string, resolved by the SDK's `OpenAIProvider` with an
-`AsyncOpenAI` client pointed at the proxy, run by `Runner.run` and `Runner.run_streamed`. The
-SDK runs the tool loop itself, sending the whole history (`input` items) every turn; the tools
-record the `call_id` from their `ToolContext`.
+`AsyncOpenAI` client pointed at the proxy, run by `Runner.run` and `Runner.run_streamed`, and by
+`Runner.run` chained with `previous_response_id` (a stored conversation upstream). The SDK runs
+the tool loop itself, sending the whole history (`input` items) every turn unless chained; the
+tools record the `call_id` from their `ToolContext`.
 
 The controls run the same agent straight to the simulator: reused, empty and missing `call_id`s
 and a stream without `response.completed` stop the run with the SDK's own `ModelBehaviorError`,
@@ -30,6 +31,9 @@ from tests.clients.responses_common import (
 from tests.servers import ServerThread
 
 MODES = ["run", "run-streamed"]
+# A stored conversation shows the proxy only each turn's new items, so it cannot tell a replay
+# of an earlier turn (SPEC §8): the replaying profiles run stateless only.
+CHAINED_PROFILES = [p for p in RESPONSES_PROFILES if "replay" not in p]
 
 
 def make_tools(loop: Loop) -> list[FunctionTool]:
@@ -64,9 +68,14 @@ async def agent_loop(base_url: str, model: str, mode: str) -> Loop:
         )
         result: RunResult | RunResultStreaming
         try:
-            if mode == "run":
+            if mode in ("run", "run-chained"):
+                # Chained: each turn sends only its new items and `previous_response_id`.
                 result = await Runner.run(
-                    agent, USER_PROMPT, max_turns=MAX_STEPS, run_config=run_config
+                    agent,
+                    USER_PROMPT,
+                    max_turns=MAX_STEPS,
+                    run_config=run_config,
+                    auto_previous_response_id=mode == "run-chained",
                 )
             else:
                 streamed = Runner.run_streamed(
@@ -96,6 +105,19 @@ async def test_agent_through_proxy(
     assert loop.usage and all(total > 0 for total in loop.usage), loop
     # The SDK's default model spoke Responses (not Chat Completions) to the upstream.
     assert set(log.paths) == {"/v1/responses"}, log.paths
+
+
+@pytest.mark.parametrize("profile", CHAINED_PROFILES)
+async def test_chained_agent_through_proxy(
+    proxy: ServerThread, log: SimulatorLog, profile: str
+) -> None:
+    """`auto_previous_response_id`: every later turn hands back only the outputs of calls the
+    upstream issued earlier, under the ids the proxy gave the client, and they must still pair
+    with them (`call_{hex8}_{raw}` decodes back to the raw id, with no state in the proxy)."""
+    loop = await agent_loop(url(proxy), profile, "run-chained")
+    assert_responses_loop_completes(loop, profile)
+    chained = [body for body in log.requests if body.get("previous_response_id")]
+    assert len(chained) == 3 == len(log.requests) - 1, log.requests
 
 
 @pytest.mark.parametrize("mode", MODES)
