@@ -51,7 +51,10 @@ def sanitize_output(
             changed = True
             continue
         if not is_call_item(item):
-            carry.call_ids.reserve_item_id(item.get("id"))
+            item_id = carry.call_ids.other_item_id(item.get("id"))
+            if item_id != item.get("id"):
+                item = {**item, "id": item_id}
+                changed = True
             message, recovered = _recover(item, offered, notes)
             kept.append(message)
             if not recovered:

@@ -61,19 +61,24 @@ class CallIds:
         self._given.add(client_id)
         return client_id, reason
 
-    def item_id(self, raw: object) -> str:
+    def item_id(self, raw: object, prefix: str = "fc_") -> str:
         """SPEC §8: the item `id` is kept as sent, minted `fc_...` when absent, empty or
-        repeated in this response."""
+        repeated in this response (rounds included: the SDKs refuse two items of one id)."""
         if isinstance(raw, str) and raw.strip() and raw not in self._item_ids:
             self._item_ids.add(raw)
             return raw
-        minted = "fc_" + self._entropy(12).hex()
+        minted = prefix + self._entropy(12).hex()
         while minted in self._item_ids:
-            minted = "fc_" + self._entropy(12).hex()
+            minted = prefix + self._entropy(12).hex()
         self._item_ids.add(minted)
         return minted
 
-    def reserve_item_id(self, item_id: object) -> None:
-        """An item id that reaches the client unchanged (a message, a reasoning item)."""
-        if isinstance(item_id, str):
-            self._item_ids.add(item_id)
+    def other_item_id(self, raw: object) -> object:
+        """A message's or reasoning item's `id`: kept (absent too), unless an earlier item of
+        this response has it; then a fresh one with the same prefix (`msg_`, `rs_`)."""
+        if not isinstance(raw, str) or not raw or raw not in self._item_ids:
+            if isinstance(raw, str):
+                self._item_ids.add(raw)
+            return raw
+        head, sep, _ = raw.partition("_")
+        return self.item_id(None, f"{head}_" if sep else "item_")

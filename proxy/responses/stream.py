@@ -75,6 +75,7 @@ class ResponsesStream:
         self._calls: dict[object, CallItem] = {}  # by the upstream's output_index
         self._index: dict[object, int] = {}  # the upstream's output_index -> the client's
         self._open: dict[object, dict[str, Any]] = {}  # non-call items not done yet
+        self._renamed: dict[object, object] = {}  # item ids repeated from an earlier round
         self._texts: dict[tuple[object, object], list[str]] = {}  # message text, by part
         self._round_items: list[dict[str, Any]] = []
         self._replayed: list[dict[str, Any]] = []
@@ -206,7 +207,10 @@ class ResponsesStream:
             return
         event["output_index"] = self._client_index(upstream)
         if isinstance(item, dict):
-            self.carry.call_ids.reserve_item_id(item.get("id"))
+            item_id = self.carry.call_ids.other_item_id(item.get("id"))
+            if item_id != item.get("id"):
+                self._renamed[upstream] = item_id
+                event["item"] = item = {**item, "id": item_id}
             self._open[upstream] = item
         self.carry.emit(event, out)
 
@@ -217,7 +221,10 @@ class ResponsesStream:
         if self._text_calls is not None and kind in TEXT_EVENTS:
             events = self._text_calls.rewrite(upstream, event)
         index = self._client_index(upstream)
+        renamed = self._renamed.get(upstream)
         for each in events:
+            if renamed is not None and "item_id" in each:
+                each["item_id"] = renamed
             delta = each.get("delta")
             if each.get("type") == "response.output_text.delta" and isinstance(delta, str):
                 self._texts.setdefault((upstream, each.get("content_index")), []).append(delta)
@@ -244,6 +251,8 @@ class ResponsesStream:
         """A non-call item's end: the client's `output_item.done`, and its place in the output."""
         added = self._open.pop(upstream, None)
         final = item if item is not None else self._fallback_item(upstream, added)
+        if upstream in self._renamed:
+            final = {**final, "id": self._renamed[upstream]}
         if self._text_calls is not None:
             final = self._text_calls.final_item(upstream, final)
         index = self._client_index(upstream)
