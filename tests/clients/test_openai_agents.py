@@ -6,6 +6,8 @@ The SDK runs the tool loop itself; the tools record the call id from their `Tool
 
 from __future__ import annotations
 
+from typing import Any
+
 import openai
 import pytest
 from agents import (
@@ -54,6 +56,31 @@ def make_tools(loop: Loop) -> list[FunctionTool]:
     return [run_shell_command, read_file]
 
 
+async def run_agent(
+    loop: Loop, agent: Agent[None], mode: str, run_config: RunConfig, **options: Any
+) -> None:
+    """Run `agent` on the prompt (`Runner.run`, or `Runner.run_streamed` for a `run-streamed*`
+    mode) and record the outcome in `loop`; `options` go to the runner."""
+    result: RunResult | RunResultStreaming
+    try:
+        if not mode.startswith("run-streamed"):
+            result = await Runner.run(
+                agent, USER_PROMPT, max_turns=MAX_STEPS, run_config=run_config, **options
+            )
+        else:
+            streamed = Runner.run_streamed(
+                agent, USER_PROMPT, max_turns=MAX_STEPS, run_config=run_config, **options
+            )
+            async for _event in streamed.stream_events():
+                pass
+            result = streamed
+        loop.final_text = result.final_output
+        loop.steps = len(result.raw_responses)
+        loop.usage = [r.usage.total_tokens for r in result.raw_responses if r.usage.total_tokens]
+    except Exception as exc:
+        loop.fail(exc)
+
+
 async def agent_loop(base_url: str, model: str, mode: str) -> Loop:
     loop = Loop()
     async with openai.AsyncOpenAI(
@@ -66,26 +93,7 @@ async def agent_loop(base_url: str, model: str, mode: str) -> Loop:
             model=OpenAIChatCompletionsModel(model=model, openai_client=client),
             model_settings=ModelSettings(include_usage=mode == "run-streamed-usage" or None),
         )
-        result: RunResult | RunResultStreaming
-        try:
-            if mode == "run":
-                result = await Runner.run(
-                    agent, USER_PROMPT, max_turns=MAX_STEPS, run_config=RUN_CONFIG
-                )
-            else:
-                streamed = Runner.run_streamed(
-                    agent, USER_PROMPT, max_turns=MAX_STEPS, run_config=RUN_CONFIG
-                )
-                async for _event in streamed.stream_events():
-                    pass
-                result = streamed
-            loop.final_text = result.final_output
-            loop.steps = len(result.raw_responses)
-            loop.usage = [
-                r.usage.total_tokens for r in result.raw_responses if r.usage.total_tokens
-            ]
-        except Exception as exc:
-            loop.fail(exc)
+        await run_agent(loop, agent, mode, RUN_CONFIG)
     return loop
 
 

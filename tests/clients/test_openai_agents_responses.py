@@ -15,39 +15,24 @@ from __future__ import annotations
 
 import openai
 import pytest
-from agents import Agent, RunConfig, Runner, RunResult, RunResultStreaming, function_tool
+from agents import Agent, RunConfig
 from agents.models.openai_provider import OpenAIProvider
-from agents.tool import FunctionTool
-from agents.tool_context import ToolContext
 
 from proxy.simulator import SimulatorLog
-from tests.clients.common import MAX_STEPS, USER_PROMPT, Loop, url
+from tests.clients.common import Loop, url
 from tests.clients.responses_common import (
     REPLAY_LOOP,
     RESPONSES_PROFILES,
     assert_responses_loop_completes,
     assert_responses_loop_reported,
 )
+from tests.clients.test_openai_agents import make_tools, run_agent
 from tests.servers import ServerThread
 
 MODES = ["run", "run-streamed"]
 # A stored conversation shows the proxy only each turn's new items, so it cannot tell a replay
 # of an earlier turn (SPEC §8): the replaying profiles run stateless only.
 CHAINED_PROFILES = [p for p in RESPONSES_PROFILES if "replay" not in p]
-
-
-def make_tools(loop: Loop) -> list[FunctionTool]:
-    @function_tool
-    def run_shell_command(ctx: ToolContext[None], command: str) -> str:
-        """Run a shell command."""
-        return loop.execute(ctx.tool_call_id, "run_shell_command", {"command": command})
-
-    @function_tool
-    def read_file(ctx: ToolContext[None], path: str) -> str:
-        """Read a file."""
-        return loop.execute(ctx.tool_call_id, "read_file", {"path": path})
-
-    return [run_shell_command, read_file]
 
 
 async def agent_loop(base_url: str, model: str, mode: str) -> Loop:
@@ -66,31 +51,9 @@ async def agent_loop(base_url: str, model: str, mode: str) -> Loop:
             tools=list(make_tools(loop)),
             model=model,
         )
-        result: RunResult | RunResultStreaming
-        try:
-            if mode in ("run", "run-chained"):
-                # Chained: each turn sends only its new items and `previous_response_id`.
-                result = await Runner.run(
-                    agent,
-                    USER_PROMPT,
-                    max_turns=MAX_STEPS,
-                    run_config=run_config,
-                    auto_previous_response_id=mode == "run-chained",
-                )
-            else:
-                streamed = Runner.run_streamed(
-                    agent, USER_PROMPT, max_turns=MAX_STEPS, run_config=run_config
-                )
-                async for _event in streamed.stream_events():
-                    pass
-                result = streamed
-            loop.final_text = result.final_output
-            loop.steps = len(result.raw_responses)
-            loop.usage = [
-                r.usage.total_tokens for r in result.raw_responses if r.usage.total_tokens
-            ]
-        except Exception as exc:
-            loop.fail(exc)
+        # Chained: each turn sends only its new items and `previous_response_id`.
+        chained = mode == "run-chained"
+        await run_agent(loop, agent, mode, run_config, auto_previous_response_id=chained)
     return loop
 
 
