@@ -1,5 +1,8 @@
 """`toolcall-proxy sanitize`: the streaming core run offline on a captured SSE stream.
 
+Chat Completions captures go through the chat core; Responses captures (events or a whole
+body, or any capture whose request has `input`) through the Responses exchange (SPEC §8).
+
 Reads the upstream's stream (a file or stdin) and optionally the request JSON it answered,
 writes the stream the client would have received to stdout and, with --explain, one line
 per decision to stderr. This is how a user debugs a provider without a network.
@@ -9,16 +12,19 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
 from proxy.chat.decide import ResponseIds
+from proxy.chat.exchange import RouteRules
 from proxy.chat.guard import GuardState
 from proxy.chat.history import translate_request
 from proxy.chat.notes import explain
 from proxy.chat.stream import StreamSanitizer
+from proxy.responses.offline import looks_like_responses, sanitize_responses
 
 # Read the capture in pieces, as a socket would deliver it.
 READ_SIZE = 64 * 1024
@@ -28,6 +34,56 @@ def run_sanitize(args: argparse.Namespace) -> int:
     request = _load_request(args.request) if args.request else {"messages": []}
     if request is None:
         return 2
+    source = _open(args.stream)
+    if source is None:
+        return 2
+    with source:
+        first = source.read(READ_SIZE)
+        given = request if args.request else None
+        if looks_like_responses(first, given):
+            return _run_responses(args, given, first, source)
+        return _run_chat(args, request, first, source)
+
+
+def _open(path: str) -> BinaryIO | None:
+    try:
+        return sys.stdin.buffer if path == "-" else open(path, "rb")
+    except OSError as exc:
+        print(f"toolcall-proxy sanitize: cannot read {path}: {exc.strerror}", file=sys.stderr)
+        return None
+
+
+def _reads(first: bytes, source: BinaryIO) -> Iterator[bytes]:
+    if first:
+        yield first
+    while chunk := source.read(READ_SIZE):
+        yield chunk
+
+
+def _run_responses(
+    args: argparse.Namespace, request: dict[str, Any] | None, first: bytes, source: BinaryIO
+) -> int:
+    """A Responses capture (SPEC §8): its events or body through the Responses exchange."""
+    rules = RouteRules(
+        ids=args.ids, dialect=args.dialect, text_tool_calls=args.text_tool_calls == "auto"
+    )
+    out = sys.stdout.buffer
+
+    def write(data: bytes) -> None:
+        out.write(data)
+
+    def say(line: str) -> None:
+        if args.explain or line.startswith("toolcall-proxy"):
+            print(line, file=sys.stderr)
+
+    status = sanitize_responses(_reads(first, source), first, request, rules, write, say)
+    out.flush()
+    return status
+
+
+def _run_chat(
+    args: argparse.Namespace, request: dict[str, Any], first: bytes, source: BinaryIO
+) -> int:
     translated = translate_request(request, args.dialect)
     if args.explain:
         for item in translated.translations:
@@ -40,18 +96,10 @@ def run_sanitize(args: argparse.Namespace) -> int:
         ResponseIds(translated.facts, args.ids, GuardState()),
         text_tool_calls=args.text_tool_calls == "auto",
     )
-    try:
-        source = sys.stdin.buffer if args.stream == "-" else open(args.stream, "rb")  # noqa: SIM115
-    except OSError as exc:
-        print(
-            f"toolcall-proxy sanitize: cannot read {args.stream}: {exc.strerror}", file=sys.stderr
-        )
-        return 2
     out = sys.stdout.buffer
-    with source:
-        while chunk := source.read(READ_SIZE):
-            out.write(b"".join(core.feed(chunk)))
-            _explain(core, args.explain)
+    for chunk in _reads(first, source):
+        out.write(b"".join(core.feed(chunk)))
+        _explain(core, args.explain)
     out.write(b"".join(core.end()))
     out.flush()
     _explain(core, args.explain)
@@ -70,9 +118,12 @@ def _load_request(path: str) -> dict[str, Any] | None:
     except (OSError, orjson.JSONDecodeError) as exc:
         print(f"toolcall-proxy sanitize: cannot read request {path}: {exc}", file=sys.stderr)
         return None
-    if not isinstance(loaded, dict) or not isinstance(loaded.get("messages"), list):
+    if not isinstance(loaded, dict) or not (
+        isinstance(loaded.get("messages"), list) or "input" in loaded
+    ):
         print(
-            "toolcall-proxy sanitize: the request must be a JSON object with a messages list",
+            "toolcall-proxy sanitize: the request must be a JSON object with a messages list"
+            " (Chat Completions) or an input (Responses)",
             file=sys.stderr,
         )
         return None

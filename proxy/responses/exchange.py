@@ -69,6 +69,7 @@ class ResponsesExchange:
         translated = translate_request(body, rules.dialect)
         self.rules = rules
         self.facts: HistoryFacts = translated.facts
+        self.translations = translated.translations  # for `sanitize --explain`
         self.upstream_request: bytes = translated.to_bytes(raw)
         self.guard = GuardState(
             enabled=rules.replay_guard, max_followups=rules.max_followups, entropy=entropy

@@ -12,7 +12,7 @@ byte for byte.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from proxy.chat.ids import fingerprint, normalize_raw_id
@@ -30,6 +30,8 @@ class TranslatedRequest:
     body: dict[str, Any]
     facts: HistoryFacts
     changed: bool
+    # (client id, upstream id, what) for every call and stored-call output, for --explain
+    translations: list[tuple[str | None, str, str]] = field(default_factory=list)
 
     def to_bytes(self, original: bytes) -> bytes:
         return dumps(self.body) if self.changed else original
@@ -84,15 +86,19 @@ def translate_request(body: dict[str, Any], dialect_setting: str) -> TranslatedR
         return TranslatedRequest(body, facts, False)
     targets = _walk(items, ledger)
     new_items = items
+    translations: list[tuple[str | None, str, str]] = []
     for pos, call_id in targets.items():
-        if items[pos].get("call_id") != call_id:
+        before = items[pos].get("call_id")
+        if before != call_id:
             if new_items is items:
                 new_items = list(items)
             new_items[pos] = {**items[pos], "call_id": call_id}
+            what = items[pos].get("name") or items[pos].get("type")
+            translations.append((before if isinstance(before, str) else None, call_id, str(what)))
     changed = new_items is not items
     out = {**body, "input": new_items} if changed else body
     facts = _with_decoded_ids(ledger, ledger.facts(offered_tools=offered_tools(body)))
-    return TranslatedRequest(out, facts, changed)
+    return TranslatedRequest(out, facts, changed, translations)
 
 
 def _walk(items: list[Any], ledger: HistoryLedger) -> dict[int, str]:

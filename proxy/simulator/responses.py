@@ -8,7 +8,7 @@ Responses items and events, shaped by the same profile fields: the id style give
 whole arguments in `output_item.added`, `final_flush` repeats them as a last delta,
 `terminate=False` sends no `response.completed`, `done_events=False` no `.done` events,
 `item_ids=False` no item `id`s. Like a strict provider it answers 400 when an output names no
-call, when a call is left unanswered, and when one request repeats a `call_id`.
+call, when a call is left unanswered, and (Kimi-like profiles) when one request repeats a `call_id`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from fastapi.responses import Response
 from proxy.simulator.profiles import (
     JSON,
     Fault,
+    IdStyle,
     PlannedCall,
     Profile,
     Reply,
@@ -102,16 +103,19 @@ def history(body: JSON, store: ResponseStore) -> list[JSON] | Response:
     return [*stored, *(item for item in raw if isinstance(item, dict))]
 
 
-def check_pairs(body: JSON, items: list[JSON]) -> Response | None:
-    """A strict provider's checks: every output answers a call, every call is answered, and
-    one request never repeats a `call_id` (each answer pairs with the latest call of its id)."""
+def check_pairs(body: JSON, items: list[JSON], *, unique_ids: bool) -> Response | None:
+    """A strict provider's checks: every output answers a call (the latest of its id), every
+    call is answered, and with `unique_ids` (Moonshot's API, QUIRKS.md) one request never
+    repeats a `call_id`."""
     unanswered: list[str] = []
     for item in items:
         kind = item.get("type")
         if kind in _CALLS:
             unanswered.append(str(item.get("call_id")))
         elif kind in _OUTPUTS:
-            call_id = str(item.get("call_id"))
+            if not isinstance(item.get("call_id"), str) or not item["call_id"]:
+                return _error(400, "Missing required parameter: 'call_id'.", None, "input")
+            call_id = item["call_id"]
             if call_id not in unanswered:
                 return _error(
                     400,
@@ -126,6 +130,8 @@ def check_pairs(body: JSON, items: list[JSON]) -> Response | None:
         return _error(
             400, f"No tool output found for function call {unanswered[0]}.", None, "input"
         )
+    if not unique_ids:
+        return None
     own = [
         str(i.get("call_id"))
         for i in body.get("input") or ()
@@ -247,7 +253,7 @@ def plan(body: JSON, store: ResponseStore) -> tuple[Profile, Reply, str, list[JS
     items = history(body, store)
     if isinstance(items, Response):
         return items
-    refused = check_pairs(body, items)
+    refused = check_pairs(body, items, unique_ids=profile.id_style is IdStyle.KIMI_RESPONSE)
     if refused is not None:
         return refused
     return profile, plan_reply(profile, chat_view(items, body.get("tools"))), model, items

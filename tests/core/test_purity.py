@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import proxy.chat
+import proxy.responses
 
 FORBIDDEN = ["asyncio", "httpx", "httpcore", "starlette", "uvicorn", "anyio"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,7 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def core_modules() -> list[str]:
     chat = [f"proxy.chat.{m.name}" for m in pkgutil.iter_modules(proxy.chat.__path__)]
-    return ["proxy.sse", "proxy.chat", *sorted(chat)]
+    responses = [
+        f"proxy.responses.{m.name}" for m in pkgutil.iter_modules(proxy.responses.__path__)
+    ]
+    return ["proxy.sse", "proxy.chat", *sorted(chat), "proxy.responses", *sorted(responses)]
 
 
 def imported_after(modules: list[str]) -> set[str]:
@@ -37,6 +41,8 @@ def test_core_modules_are_all_covered() -> None:
     modules = core_modules()
     for expected in ["decide", "guard", "history", "ids", "message", "notes", "stream"]:
         assert f"proxy.chat.{expected}" in modules
+    for expected in ["exchange", "request", "stream", "body", "ids"]:
+        assert f"proxy.responses.{expected}" in modules
 
 
 def test_core_imports_no_io_libraries() -> None:
