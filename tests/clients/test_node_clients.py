@@ -37,7 +37,14 @@ OPENAI = "openai_loop.mjs"
 AI_SDK = "ai_sdk_loop.mjs"
 AI_SDK_RESPONSES = "ai_sdk_responses.mjs"
 AI_SDK_RESPONSES_MODES = ["generate", "stream"]
-RESPONSES_CONTROL_MODELS = ["kimi", "replay-once", "no-item-ids", "missing-id", "no-done-events"]
+RESPONSES_CONTROL_MODELS = [
+    "kimi",
+    "replay-once",
+    REPLAY_LOOP,
+    "no-item-ids",
+    "missing-id",
+    "no-done-events",
+]
 OPENAI_MODES = [
     "create",
     "create-stream",
@@ -215,15 +222,17 @@ def test_ai_sdk_responses_replay_loop_is_reported(runs: Runs, mode: str) -> None
 @pytest.mark.parametrize("mode", AI_SDK_RESPONSES_MODES)
 def test_control_ai_sdk_responses_ids_collide_and_replays_run(runs: Runs, mode: str) -> None:
     """Straight to the simulator the AI SDK keeps the `call_id`s it receives, so the next
-    step's history repeats one and the (strict) upstream answers 400; a replayed call runs
-    again before that."""
+    step's history repeats Kimi's restarted id and that upstream answers 400; a replayed call
+    runs again, and a replay loop runs until the step limit, with no error."""
     loops = runs(AI_SDK_RESPONSES, mode, "responses-simulator")
     kimi = loops["kimi"]
     assert kimi.ids == ["functions.run_shell_command:0"] * 2, kimi
     assert kimi.status == 400 and kimi.error is not None and "Duplicate call_id" in kimi.error
     once = loops["replay-once"]
-    assert [call.key for call in once.executed] == [once.executed[0].key] * 2, once
-    assert once.status == 400 and once.final_text is None, once
+    assert Counter(call.key for call in once.executed).most_common(1)[0][1] == 2, once
+    forever = loops[REPLAY_LOOP]
+    assert forever.error is None and not forever.final_text, forever
+    assert [call.key for call in forever.executed] == [forever.executed[0].key] * MAX_STEPS
 
 
 @pytest.mark.parametrize(
