@@ -167,8 +167,9 @@ def test_replay_loop_ends_with_a_final_error(proxy: ServerThread, stream: bool) 
     """A 400 (Codex and the SDKs do not retry it) naming the loop, before any byte."""
     with pytest.raises(openai.BadRequestError) as caught:
         tool_loop(client(proxy), "replay-loop", stream=stream)
-    assert caught.value.code == "tool_call_replay_loop"
-    assert str(caught.value.message).startswith("Tool-call replay loop detected")
+    assert caught.value.code == "tool_call_replay_loop" and caught.value.type == "loop_detected"
+    body = caught.value.body
+    assert isinstance(body, dict) and body["message"].startswith("Tool-call replay loop detected")
 
 
 def test_replay_loop_control_never_ends(simulator: ServerThread) -> None:
