@@ -69,10 +69,7 @@ def test_it_sends_only_canned_tool_results_and_its_two_harmless_tools(
     chat = [body for body in sim_log.requests if "tools" in body]
     assert len(chat) == 6
     tool_messages = [
-        message
-        for body in chat
-        for message in body["messages"]
-        if message["role"] == "tool"
+        message for body in chat for message in body["messages"] if message["role"] == "tool"
     ]
     # Turn 2 answers turn 1's two calls; turn 3 answers both rounds' (4 + 2, twice).
     assert len(tool_messages) == 2 * (2 + 4)
