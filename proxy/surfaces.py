@@ -23,7 +23,7 @@ CHAT_COMPLETIONS = Surface(
 ANTHROPIC_MESSAGES = Surface(
     "Anthropic Messages", "anthropic_messages", "/messages", repaired=False
 )
-RESPONSES = Surface("Responses", "responses", "/responses", repaired=False)
+RESPONSES = Surface("Responses", "responses", "/responses", repaired=True)
 SURFACES: tuple[Surface, ...] = (CHAT_COMPLETIONS, ANTHROPIC_MESSAGES, RESPONSES)
 
 

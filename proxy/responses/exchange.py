@@ -17,16 +17,14 @@ from typing import Any
 import orjson
 
 from proxy.chat.decide import ResponseIds
-from proxy.chat.exchange import (
-    ExchangeClosed,
+from proxy.chat.events import (
     ExchangeEvent,
-    ExchangePhase,
     Forward,
     LoopDetected,
     OpenFollowup,
-    RouteRules,
     UpstreamBroken,
 )
+from proxy.chat.exchange import ExchangeClosed, ExchangePhase, RouteRules
 from proxy.chat.guard import GuardState, Replay
 from proxy.chat.ledger import HistoryFacts
 from proxy.chat.notes import Note

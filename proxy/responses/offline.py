@@ -8,7 +8,8 @@ from typing import Any
 
 import orjson
 
-from proxy.chat.exchange import Forward, LoopDetected, OpenFollowup, RouteRules
+from proxy.chat.events import Forward, LoopDetected, OpenFollowup
+from proxy.chat.exchange import RouteRules
 from proxy.chat.notes import explain
 from proxy.responses.exchange import ResponsesExchange
 

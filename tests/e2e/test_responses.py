@@ -197,3 +197,37 @@ def test_chain_control_without_the_proxy_repeats_ids(simulator: ServerThread) ->
     run = tool_loop(client(simulator), "kimi", stream=True, chain=True)
     assert run.final_text == "All 3 rounds done."
     assert len(set(run.call_ids)) < len(run.call_ids), run.call_ids
+
+
+# -- QUIRKS.md: raw Kimi markers as output_text; outputs that name an id the server never issued
+
+
+def test_leaked_kimi_markup_becomes_a_function_call(proxy: ServerThread) -> None:
+    response = client(proxy).responses.create(model="leak-kimi", tools=TOOLS, input="Go.")
+    (call,) = [item for item in response.output if item.type == "function_call"]
+    assert call.name == "run_shell_command" and call.call_id.startswith("call_")
+    assert "<|tool_call" not in response.output_text
+
+
+def test_leaked_kimi_markup_control_is_only_text(simulator: ServerThread) -> None:
+    response = client(simulator).responses.create(model="leak-kimi", tools=TOOLS, input="Go.")
+    assert not [item for item in response.output if item.type == "function_call"]
+    assert "<|tool_call_begin|>" in response.output_text
+
+
+def test_stored_output_under_the_client_id_reaches_the_upstream_as_issued(
+    proxy: ServerThread, simulator: ServerThread
+) -> None:
+    """The control sends the client id the proxy gave straight to the stored conversation:
+    the server never issued it ("No tool call found"). Through the proxy it decodes."""
+    first = client(proxy).responses.create(model="kimi", tools=TOOLS, input="Go.")
+    (call,) = [item for item in first.output if item.type == "function_call"]
+    output = [{"type": "function_call_output", "call_id": call.call_id, "output": "done"}]
+    with pytest.raises(openai.BadRequestError, match="No tool call found"):
+        client(simulator).responses.create(
+            model="kimi", tools=TOOLS, input=output, previous_response_id=first.id
+        )
+    second = client(proxy).responses.create(
+        model="kimi", tools=TOOLS, input=output, previous_response_id=first.id
+    )
+    assert second.status == "completed"

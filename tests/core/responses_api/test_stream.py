@@ -87,8 +87,9 @@ def test_raw_id_over_50_characters_gets_a_turn_scoped_id() -> None:
 
 
 def test_repeated_item_ids_and_call_ids_in_one_response() -> None:
-    """Two calls under the same `call_id` and item `id` with different arguments: both reach
-    the client, each with its own ids."""
+    """Two calls under the same `call_id` and item `id` with different arguments (QUIRKS.md: a
+    client keyed by id answered one `exec_command:0` and got a 400 for the other): both reach
+    the client, each with its own ids, and both decode to what the upstream issued."""
     upstream = (
         Upstream()
         .created()
