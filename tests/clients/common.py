@@ -83,6 +83,7 @@ class Loop:
     executed: list[Call] = field(default_factory=list)
     error: str | None = None  # "<exception type>: <message>" of what the client raised
     status: int | None = None  # the HTTP status of that error, when it came from one
+    code: str | None = None  # the error's `code`, when it had one
     steps: int = 0  # model responses
     usage: list[int] = field(default_factory=list)  # total tokens, each time usage came
 
@@ -102,6 +103,8 @@ class Loop:
         self.error = f"{type(exc).__name__}: {exc}"
         status = getattr(exc, "status_code", None)
         self.status = status if isinstance(status, int) else None
+        code = getattr(exc, "code", None)
+        self.code = code if isinstance(code, str) else None
 
 
 def expected_calls(profile: str, profiles: dict[str, int] = PROFILES) -> list[tuple[str, str]]:
@@ -178,6 +181,7 @@ def run_node(script: str, base_url: str, models: list[str], mode: str) -> dict[s
         if raw["error"] is not None:
             loop.error = f"{raw['error']['name']}: {raw['error']['message']}"
             loop.status = raw["error"].get("status")
+            loop.code = raw["error"].get("code")
         loops[raw["model"]] = loop
     assert sorted(loops) == sorted(models), proc.stdout + proc.stderr
     return loops

@@ -46,7 +46,7 @@ def assert_responses_loop_reported(loop: Loop) -> None:
     context = str(loop)
     assert loop.error is not None and LOOP_ERROR in loop.error, context
     assert loop.status == 400, context
-    assert "tool_call_replay_loop" in loop.error, context
+    assert loop.code == "tool_call_replay_loop", context
     first_call = expected_calls("replay-once", RESPONSES_PROFILES)[0]
     assert [call.key for call in loop.executed] == [first_call], context
     assert loop.final_text is None, context
