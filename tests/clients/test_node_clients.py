@@ -207,7 +207,9 @@ def test_ai_sdk_responses_through_proxy(runs: Runs, mode: str, profile: str) -> 
     loop = runs(AI_SDK_RESPONSES, mode, "responses-proxy")[profile]
     assert_responses_loop_completes(loop, profile)
     assert loop.steps == 4, "3 tool steps and the answer"
-    assert_usage_reported(loop)  # Responses always reports usage
+    # Usage comes with response.completed; a stream the upstream left unfinished has none.
+    if profile != "no-finish" or mode == "generate":
+        assert_usage_reported(loop)
 
 
 @pytest.mark.parametrize("mode", AI_SDK_RESPONSES_MODES)

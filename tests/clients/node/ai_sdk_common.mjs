@@ -11,7 +11,9 @@ function describeError(err) {
   const name = err instanceof Error ? err.name : `${err?.type ?? 'unknown'} error part`;
   const error = { name, message: String(err?.message ?? err) };
   if (err?.statusCode !== undefined) error.status = err.statusCode;
-  if (err?.code !== undefined) error.code = err.code;
+  // An HTTP error's `code` is in the parsed error body (`data`) of an APICallError.
+  const code = err?.code ?? err?.data?.error?.code;
+  if (code !== undefined && code !== null) error.code = code;
   return error;
 }
 
