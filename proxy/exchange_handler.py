@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any, assert_never
@@ -132,14 +133,20 @@ class ExchangeHandler:
         return None
 
     async def _open(self, req: ExchangeRequest, content: bytes) -> httpx.Response:
+        """Send one round's request; its time to the response head is observed on its own
+        (the log line's `ttfb` is the first round's, from the client's request)."""
+        follow_up = req.log.ttfb is not None
+        sent = time.perf_counter()
         request = self.client.build_request(
             "POST", req.url, headers=req.headers, content=content, timeout=timeouts(req.route)
         )
         with map_upstream_errors(streaming_body=False):
             response = await self.client.send(request, stream=True)
-        req.log.mark_first_byte()
-        if req.log.ttfb is not None:
-            self.metrics.ttfb.observe(req.log.ttfb)
+        if follow_up:
+            self.metrics.ttfb.observe(time.perf_counter() - sent)
+        else:
+            req.log.mark_first_byte()
+            self.metrics.ttfb.observe(req.log.ttfb or 0.0)
         return response
 
     async def _relay(self, req: ExchangeRequest, response: httpx.Response, send: Send) -> int:
