@@ -80,6 +80,7 @@ class ResponsesStream:
         self._round_items: list[dict[str, Any]] = []
         self._replayed: list[dict[str, Any]] = []
         self._upstream_output: list[Any] = []
+        self._upstream_error = False  # the upstream sent an `error` event
         offered = ids.facts.offered_tools
         self._text_calls = (
             MessageTextCalls(offered, self.notes, self._recovered)
@@ -109,7 +110,12 @@ class ResponsesStream:
         if self.phase is not StreamPhase.STREAMING:
             return []
         out = self._handle(self._decoder.end())
-        if self.phase is StreamPhase.STREAMING:
+        if self.phase is StreamPhase.STREAMING and self._upstream_error:
+            # The upstream said what went wrong and stopped: not a response to complete.
+            self._finish_items(out)
+            self.carry.release(out)
+            self._go(StreamPhase.DONE)
+        elif self.phase is StreamPhase.STREAMING:
             self._guarded(self._completed, {"type": "response.completed"}, out)
         return out
 
@@ -149,6 +155,11 @@ class ResponsesStream:
         if not isinstance(parsed, dict):
             out.append(encode_event(data, event.other))
             return
+        if "type" not in parsed:
+            # Some relays name the event only in its `event:` line.
+            named = next((line[6:].strip() for line in event.other if line[:6] == b"event:"), b"")
+            if named:
+                parsed["type"] = named.decode("utf-8", "replace")
         self._guarded(self._dispatch, parsed, out)
 
     def _guarded(
@@ -174,6 +185,7 @@ class ResponsesStream:
         elif "output_index" in event:
             self._item_event(event, out)
         else:
+            self._upstream_error = self._upstream_error or kind == "error"
             self.carry.emit(event, out)  # `error` and every unknown event: renumbered only
 
     def _lifecycle(self, event: dict[str, Any], out: list[bytes]) -> None:

@@ -39,11 +39,17 @@ _CALLS = ("function_call", "custom_tool_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")
 
 
-def _error(status: int, message: str, code: str | None, param: str | None = None) -> Response:
-    body = {
-        "error": {"message": message, "type": "invalid_request_error", "code": code, "param": param}
-    }
-    return Response(orjson.dumps(body), status, media_type="application/json")
+def _error(
+    status: int,
+    message: str,
+    code: str | None,
+    param: str | None = None,
+    *,
+    kind: str = "invalid_request_error",
+    headers: dict[str, str] | None = None,
+) -> Response:
+    error = {"message": message, "type": kind, "code": code, "param": param}
+    return Response(orjson.dumps({"error": error}), status, headers, media_type="application/json")
 
 
 class ResponseStore:
@@ -220,36 +226,11 @@ def plan(body: JSON, store: ResponseStore) -> tuple[Profile, Reply, str, list[JS
     except ValueError as exc:
         return _error(400, str(exc), "invalid_model")
     if profile.fault is Fault.RATE_LIMIT:
-        return Response(
-            orjson.dumps(
-                {
-                    "error": {
-                        "message": "Rate limit reached (simulated)",
-                        "type": "requests",
-                        "code": "rate_limit_exceeded",
-                        "param": None,
-                    }
-                }
-            ),
-            429,
-            {"retry-after": "7", "x-ratelimit-remaining-requests": "0"},
-            media_type="application/json",
-        )
+        limited = {"retry-after": "7", "x-ratelimit-remaining-requests": "0"}
+        message = "Rate limit reached (simulated)"
+        return _error(429, message, "rate_limit_exceeded", kind="requests", headers=limited)
     if profile.fault is Fault.SERVER_ERROR:
-        return Response(
-            orjson.dumps(
-                {
-                    "error": {
-                        "message": "The server had an error (simulated)",
-                        "type": "server_error",
-                        "code": None,
-                        "param": None,
-                    }
-                }
-            ),
-            500,
-            media_type="application/json",
-        )
+        return _error(500, "The server had an error (simulated)", None, kind="server_error")
     items = history(body, store)
     if isinstance(items, Response):
         return items

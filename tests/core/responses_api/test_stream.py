@@ -255,3 +255,19 @@ def test_upstream_failure_is_relayed_and_ends_the_response() -> None:
     types = result.types()
     assert types[-1] == "response.failed" and "response.completed" not in types
     assert result.events[-1]["response"]["error"]["message"] == "boom"
+
+
+def test_upstream_error_event_then_end_is_not_completed() -> None:
+    error = event("error", code="server_error", message="overloaded", sequence_number=4)
+    result = run(request(), Upstream().created().message("hi").raw(error).body())
+    types = result.types()
+    assert types[-1] == "error" and "response.completed" not in types
+    assert result.ended
+
+
+def test_event_named_only_in_its_event_line() -> None:
+    """A relay that leaves `type` out of the data: the `event:` line names it."""
+    body = Upstream().created().call("call_abcDEF123", ARGS).completed().body()
+    stripped = body.replace(b'"type":"response.', b'"kind":"response.')
+    final = check_grammar(run(request(), stripped).events)
+    assert calls_of(final)[0]["call_id"] == "call_abcDEF123"
