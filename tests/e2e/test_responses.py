@@ -231,3 +231,29 @@ def test_stored_output_under_the_client_id_reaches_the_upstream_as_issued(
         model="kimi", tools=TOOLS, input=output, previous_response_id=first.id
     )
     assert second.status == "completed"
+
+
+def test_replay_loop_after_visible_text_ends_the_stream_with_response_failed(
+    proxy: ServerThread,
+) -> None:
+    """The model writes text, then loops: the stream had begun, so the loop is a
+    `response.failed` with `invalid_prompt` (what Codex stops on), never `response.completed`."""
+    api = client(proxy)
+    first = api.responses.create(model="replay-loop-chatty", tools=TOOLS, input="Go.")
+    (call,) = [item for item in first.output if item.type == "function_call"]
+    history = [
+        {"role": "user", "content": "Go."},
+        *(_as_input(item) for item in first.output),
+        {"type": "function_call_output", "call_id": call.call_id, "output": "done"},
+    ]
+    with api.responses.stream(model="replay-loop-chatty", tools=TOOLS, input=history) as events:
+        seen = list(events)
+        with pytest.raises(RuntimeError, match=r"response\.completed"):
+            events.get_final_response()
+    types = [event.type for event in seen]
+    assert "response.output_text.delta" in types and "response.completed" not in types
+    failed = seen[-1]
+    assert failed.type == "response.failed" and failed.response.error is not None
+    assert failed.response.error.code == "invalid_prompt"
+    assert failed.response.error.message.startswith("Tool-call replay loop detected")
+    assert "tool_call_replay_loop" in failed.response.error.message
