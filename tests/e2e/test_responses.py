@@ -257,3 +257,17 @@ def test_replay_loop_after_visible_text_ends_the_stream_with_response_failed(
     assert failed.response.error.code == "invalid_prompt"
     assert failed.response.error.message.startswith("Tool-call replay loop detected")
     assert "tool_call_replay_loop" in failed.response.error.message
+
+
+def test_other_responses_paths_pass_through(proxy: ServerThread, log: SimulatorLog) -> None:
+    """Only `POST /responses` is repaired; the simulator has no stored-response routes, so its
+    own 404 comes back unchanged, path and method as sent."""
+    import httpx
+
+    with httpx.Client(base_url=proxy.url + "/v1", timeout=10) as http:
+        got = http.get("/responses/resp_123/input_items?limit=2")
+        cancel = http.post("/responses/resp_123/cancel", json={})
+    assert got.status_code == cancel.status_code == 404
+    assert got.json()["error"]["message"] == "Invalid URL (GET /v1/responses/resp_123/input_items)"
+    assert "POST /v1/responses/resp_123/cancel" in cancel.json()["error"]["message"]
+    assert log.paths[-2:] == ["/v1/responses/resp_123/input_items", "/v1/responses/resp_123/cancel"]
