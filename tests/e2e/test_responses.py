@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -262,8 +263,6 @@ def test_replay_loop_after_visible_text_ends_the_stream_with_response_failed(
 def test_other_responses_paths_pass_through(proxy: ServerThread, log: SimulatorLog) -> None:
     """Only `POST /responses` is repaired; the simulator has no stored-response routes, so its
     own 404 comes back unchanged, path and method as sent."""
-    import httpx
-
     with httpx.Client(base_url=proxy.url + "/v1", timeout=10) as http:
         got = http.get("/responses/resp_123/input_items?limit=2")
         cancel = http.post("/responses/resp_123/cancel", json={})
