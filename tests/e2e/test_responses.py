@@ -50,16 +50,27 @@ def _respond(api: openai.OpenAI, stream: bool, **kwargs: Any) -> Any:
         return events.get_final_response()
 
 
-def tool_loop(api: openai.OpenAI, model: str, *, stream: bool, chain: bool = False) -> LoopRun:
+def tool_loop(
+    api: openai.OpenAI,
+    model: str,
+    *,
+    stream: bool,
+    chain: bool = False,
+    conversation: str | None = None,
+) -> LoopRun:
     """An agent loop: run every function call, send the outputs back, until a text answer.
-    `chain`: a stored conversation (`previous_response_id`, only new items sent); else the
-    whole history every turn, as Codex does with `store: false`."""
+    `chain`: a stored conversation (`previous_response_id`, only new items sent); with a
+    `conversation` id, only new items too; else the whole history every turn, as Codex does
+    with `store: false`."""
+    chain = chain or conversation is not None
     run = LoopRun()
     history: list[Any] = [{"role": "user", "content": "Do the task."}]
     new_items: list[Any] = list(history)
     previous: str | None = None
     for _ in range(MAX_TURNS):
-        extra = {"previous_response_id": previous} if previous else {}
+        extra: dict[str, Any] = {"previous_response_id": previous} if previous else {}
+        if conversation is not None:
+            extra = {"conversation": conversation}
         items = new_items if chain else history
         response = _respond(api, stream, model=model, tools=TOOLS, input=items, **extra)
         run.response_ids.append(response.id)
@@ -75,7 +86,8 @@ def tool_loop(api: openai.OpenAI, model: str, *, stream: bool, chain: bool = Fal
                 {"type": "function_call_output", "call_id": call.call_id, "output": "done"}
             )
         history += [_as_input(item) for item in response.output] + outputs
-        new_items, previous = outputs, response.id if chain else None
+        new_items = outputs
+        previous = response.id if chain and conversation is None else None
     return run
 
 
@@ -270,3 +282,23 @@ def test_other_responses_paths_pass_through(proxy: ServerThread, log: SimulatorL
     assert got.json()["error"]["message"] == "Invalid URL (GET /v1/responses/resp_123/input_items)"
     assert "POST /v1/responses/resp_123/cancel" in cancel.json()["error"]["message"]
     assert log.paths[-2:] == ["/v1/responses/resp_123/input_items", "/v1/responses/resp_123/cancel"]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_conversation_with_restarted_call_ids(
+    proxy: ServerThread, log: SimulatorLog, stream: bool
+) -> None:
+    """A `conversation`: like `previous_response_id`, only outputs go up, decoded to the ids
+    the upstream issued; the client's ids never repeat."""
+    run = tool_loop(client(proxy), "kimi", stream=stream, conversation=f"conv_proxy_{stream}")
+    assert run.final_text == "All 3 rounds done."
+    assert len(set(run.call_ids)) == len(run.call_ids) == 3, run.call_ids
+    assert [r["input"][0]["call_id"] for r in log.requests[1:]] == [
+        "functions.run_shell_command:0"
+    ] * 3
+
+
+def test_conversation_control_without_the_proxy_repeats_ids(simulator: ServerThread) -> None:
+    run = tool_loop(client(simulator), "kimi", stream=True, conversation="conv_control")
+    assert run.final_text == "All 3 rounds done."
+    assert len(set(run.call_ids)) < len(run.call_ids), run.call_ids
