@@ -63,6 +63,18 @@ class ExchangeClosed(RuntimeError):
     """Input after the exchange ended, or before a round began: a bug in the shell."""
 
 
+def next_phase(current: ExchangePhase, to: ExchangePhase) -> ExchangePhase:
+    """`to`, if `_TRANSITIONS` allows the step from `current` (every surface's exchange)."""
+    if to not in _TRANSITIONS[current]:
+        raise ExchangeClosed(f"the exchange cannot go from {current.name} to {to.name}")
+    return to
+
+
+def check_receiving(phase: ExchangePhase) -> None:
+    if phase is not ExchangePhase.RECEIVING:
+        raise ExchangeClosed(f"upstream input while the exchange is {phase.name}")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RouteRules:
     """What a route decides about tool calls (the exchange's part of its settings)."""
@@ -259,13 +271,10 @@ class ChatExchange:
         return LoopDetected(error=error, before_first_byte=not self._forwarded)
 
     def _check_receiving(self) -> None:
-        if self.phase is not ExchangePhase.RECEIVING:
-            raise ExchangeClosed(f"upstream input while the exchange is {self.phase.name}")
+        check_receiving(self.phase)
 
     def _move(self, to: ExchangePhase) -> None:
-        if to not in _TRANSITIONS[self.phase]:
-            raise ExchangeClosed(f"the exchange cannot go from {self.phase.name} to {to.name}")
-        self.phase = to
+        self.phase = next_phase(self.phase, to)
 
 
 @dataclass(slots=True)

@@ -24,7 +24,7 @@ from proxy.chat.events import (
     OpenFollowup,
     UpstreamBroken,
 )
-from proxy.chat.exchange import ExchangeClosed, ExchangePhase, RouteRules
+from proxy.chat.exchange import ExchangePhase, RouteRules, check_receiving, next_phase
 from proxy.chat.guard import GuardState, Replay
 from proxy.chat.ledger import HistoryFacts
 from proxy.chat.notes import Note
@@ -36,15 +36,6 @@ from proxy.responses.followup import build_followup
 from proxy.responses.ids import CallIds
 from proxy.responses.request import translate_request
 from proxy.responses.stream import ResponsesStream, RoundFollowup, StreamPhase
-
-_TRANSITIONS: dict[ExchangePhase, frozenset[ExchangePhase]] = {
-    ExchangePhase.WAITING: frozenset({ExchangePhase.RECEIVING}),
-    ExchangePhase.RECEIVING: frozenset(
-        {ExchangePhase.WAITING, ExchangePhase.ENDED, ExchangePhase.FAILED}
-    ),
-    ExchangePhase.ENDED: frozenset(),
-    ExchangePhase.FAILED: frozenset(),
-}
 
 LOOP_FAILURE_CODE = "invalid_prompt"  # SPEC §8: the code Codex treats as final
 
@@ -234,10 +225,7 @@ class ResponsesExchange:
         return LoopDetected(error=error, before_first_byte=not self._carry.released)
 
     def _check_receiving(self) -> None:
-        if self.phase is not ExchangePhase.RECEIVING:
-            raise ExchangeClosed(f"upstream input while the exchange is {self.phase.name}")
+        check_receiving(self.phase)
 
     def _move(self, to: ExchangePhase) -> None:
-        if to not in _TRANSITIONS[self.phase]:
-            raise ExchangeClosed(f"the exchange cannot go from {self.phase.name} to {to.name}")
-        self.phase = to
+        self.phase = next_phase(self.phase, to)

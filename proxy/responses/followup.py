@@ -32,12 +32,26 @@ def build_followup(
     replays: list[Replay],
     replayed_items: list[dict[str, Any]],
 ) -> tuple[dict[str, Any], HistoryFacts]:
-    """Raises ReplayLoopDetected when one more round is one too many (the breaker)."""
+    """Raises ReplayLoopDetected when one more round is one too many (the breaker).
+
+    In a `conversation` the upstream already appended the round's items (the replayed call
+    under the id it issued): the follow-up sends only the answers, under that id, so the
+    conversation holds no unanswered call and nothing twice."""
     answers, new_facts = plan_followup(facts, guard, replays)
+    if upstream_body.get("conversation") is not None:
+        stored = [
+            {
+                "type": f"{_kind(item)}_output",
+                "call_id": answer.replay.raw_id,
+                "output": answer.text,
+            }
+            for answer, item in zip(answers, replayed_items, strict=True)
+        ]
+        return {**upstream_body, "input": stored}, new_facts
     calls: list[dict[str, Any]] = []
     outputs: list[dict[str, Any]] = []
     for answer, item in zip(answers, replayed_items, strict=True):
-        kind = "custom_tool_call" if item.get("type") == "custom_tool_call" else "function_call"
+        kind = _kind(item)
         text_key = "input" if kind == "custom_tool_call" else "arguments"
         calls.append(
             {
@@ -52,3 +66,7 @@ def build_followup(
         )
     items = [*input_items(upstream_body), *round_items, *calls, *outputs]
     return {**upstream_body, "input": items}, new_facts
+
+
+def _kind(item: dict[str, Any]) -> str:
+    return "custom_tool_call" if item.get("type") == "custom_tool_call" else "function_call"

@@ -113,31 +113,34 @@ def check_pairs(body: JSON, items: list[JSON], *, unique_ids: bool) -> Response 
     """A strict provider's checks: every output answers a call (the latest of its id), every
     call is answered, and with `unique_ids` (Moonshot's API, QUIRKS.md) one request never
     repeats a `call_id`."""
+    problem = _unpaired(items) or (_repeated(body) if unique_ids else None)
+    if problem is None:
+        return None
+    message, code = problem
+    return _error(400, message, code, "input")
+
+
+def _unpaired(items: list[JSON]) -> tuple[str, str | None] | None:
     unanswered: list[str] = []
     for item in items:
         kind = item.get("type")
         if kind in _CALLS:
             unanswered.append(str(item.get("call_id")))
-        elif kind in _OUTPUTS:
-            if not isinstance(item.get("call_id"), str) or not item["call_id"]:
-                return _error(400, "Missing required parameter: 'call_id'.", None, "input")
-            call_id = item["call_id"]
-            if call_id not in unanswered:
-                return _error(
-                    400,
-                    f"No tool call found for function call output with call_id {call_id}.",
-                    None,
-                    "input",
-                )
-            unanswered.reverse()
-            unanswered.remove(call_id)
-            unanswered.reverse()
+            continue
+        if kind not in _OUTPUTS:
+            continue
+        call_id = item.get("call_id")
+        if not isinstance(call_id, str) or not call_id:
+            return "Missing required parameter: 'call_id'.", None
+        if call_id not in unanswered:
+            return f"No tool call found for function call output with call_id {call_id}.", None
+        del unanswered[len(unanswered) - 1 - unanswered[::-1].index(call_id)]  # the latest
     if unanswered:
-        return _error(
-            400, f"No tool output found for function call {unanswered[0]}.", None, "input"
-        )
-    if not unique_ids:
-        return None
+        return f"No tool output found for function call {unanswered[0]}.", None
+    return None
+
+
+def _repeated(body: JSON) -> tuple[str, str | None] | None:
     own = [
         str(i.get("call_id"))
         for i in body.get("input") or ()
@@ -145,9 +148,7 @@ def check_pairs(body: JSON, items: list[JSON], *, unique_ids: bool) -> Response 
     ]
     repeated = sorted({c for c in own if own.count(c) > 1})
     if repeated:
-        return _error(
-            400, f"Duplicate call_id '{repeated[0]}' in input.", "duplicate_call_id", "input"
-        )
+        return f"Duplicate call_id '{repeated[0]}' in input.", "duplicate_call_id"
     return None
 
 

@@ -39,6 +39,7 @@ EXPECTED: dict[str, set[str]] = {
     "no-finish": {"no_finish_reason", "no_done"},
     "replay-once": COUNTER | {"replay"},
     "replay-loop": COUNTER | {"replay"},
+    "replay-loop-chatty": COUNTER | {"replay"},
     "replay-mixed": COUNTER | {"replay"},
     "replay-once-restarted": COUNTER | {"replay"},
     "replay-loop-restarted": COUNTER | {"replay"},

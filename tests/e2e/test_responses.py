@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -49,16 +50,27 @@ def _respond(api: openai.OpenAI, stream: bool, **kwargs: Any) -> Any:
         return events.get_final_response()
 
 
-def tool_loop(api: openai.OpenAI, model: str, *, stream: bool, chain: bool = False) -> LoopRun:
+def tool_loop(
+    api: openai.OpenAI,
+    model: str,
+    *,
+    stream: bool,
+    chain: bool = False,
+    conversation: str | None = None,
+) -> LoopRun:
     """An agent loop: run every function call, send the outputs back, until a text answer.
-    `chain`: a stored conversation (`previous_response_id`, only new items sent); else the
-    whole history every turn, as Codex does with `store: false`."""
+    `chain`: a stored conversation (`previous_response_id`, only new items sent); with a
+    `conversation` id, only new items too; else the whole history every turn, as Codex does
+    with `store: false`."""
+    chain = chain or conversation is not None
     run = LoopRun()
     history: list[Any] = [{"role": "user", "content": "Do the task."}]
     new_items: list[Any] = list(history)
     previous: str | None = None
     for _ in range(MAX_TURNS):
-        extra = {"previous_response_id": previous} if previous else {}
+        extra: dict[str, Any] = {"previous_response_id": previous} if previous else {}
+        if conversation is not None:
+            extra = {"conversation": conversation}
         items = new_items if chain else history
         response = _respond(api, stream, model=model, tools=TOOLS, input=items, **extra)
         run.response_ids.append(response.id)
@@ -74,7 +86,8 @@ def tool_loop(api: openai.OpenAI, model: str, *, stream: bool, chain: bool = Fal
                 {"type": "function_call_output", "call_id": call.call_id, "output": "done"}
             )
         history += [_as_input(item) for item in response.output] + outputs
-        new_items, previous = outputs, response.id if chain else None
+        new_items = outputs
+        previous = response.id if chain and conversation is None else None
     return run
 
 
@@ -231,3 +244,61 @@ def test_stored_output_under_the_client_id_reaches_the_upstream_as_issued(
         model="kimi", tools=TOOLS, input=output, previous_response_id=first.id
     )
     assert second.status == "completed"
+
+
+def test_replay_loop_after_visible_text_ends_the_stream_with_response_failed(
+    proxy: ServerThread,
+) -> None:
+    """The model writes text, then loops: the stream had begun, so the loop is a
+    `response.failed` with `invalid_prompt` (what Codex stops on), never `response.completed`."""
+    api = client(proxy)
+    first = api.responses.create(model="replay-loop-chatty", tools=TOOLS, input="Go.")
+    (call,) = [item for item in first.output if item.type == "function_call"]
+    history = [
+        {"role": "user", "content": "Go."},
+        *(_as_input(item) for item in first.output),
+        {"type": "function_call_output", "call_id": call.call_id, "output": "done"},
+    ]
+    with api.responses.stream(model="replay-loop-chatty", tools=TOOLS, input=history) as events:
+        seen = list(events)
+        with pytest.raises(RuntimeError, match=r"response\.completed"):
+            events.get_final_response()
+    types = [event.type for event in seen]
+    assert "response.output_text.delta" in types and "response.completed" not in types
+    failed = seen[-1]
+    assert failed.type == "response.failed" and failed.response.error is not None
+    assert failed.response.error.code == "invalid_prompt"
+    assert failed.response.error.message.startswith("Tool-call replay loop detected")
+    assert "tool_call_replay_loop" in failed.response.error.message
+
+
+def test_other_responses_paths_pass_through(proxy: ServerThread, log: SimulatorLog) -> None:
+    """Only `POST /responses` is repaired; the simulator has no stored-response routes, so its
+    own 404 comes back unchanged, path and method as sent."""
+    with httpx.Client(base_url=proxy.url + "/v1", timeout=10) as http:
+        got = http.get("/responses/resp_123/input_items?limit=2")
+        cancel = http.post("/responses/resp_123/cancel", json={})
+    assert got.status_code == cancel.status_code == 404
+    assert got.json()["error"]["message"] == "Invalid URL (GET /v1/responses/resp_123/input_items)"
+    assert "POST /v1/responses/resp_123/cancel" in cancel.json()["error"]["message"]
+    assert log.paths[-2:] == ["/v1/responses/resp_123/input_items", "/v1/responses/resp_123/cancel"]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_conversation_with_restarted_call_ids(
+    proxy: ServerThread, log: SimulatorLog, stream: bool
+) -> None:
+    """A `conversation`: like `previous_response_id`, only outputs go up, decoded to the ids
+    the upstream issued; the client's ids never repeat."""
+    run = tool_loop(client(proxy), "kimi", stream=stream, conversation=f"conv_proxy_{stream}")
+    assert run.final_text == "All 3 rounds done."
+    assert len(set(run.call_ids)) == len(run.call_ids) == 3, run.call_ids
+    assert [r["input"][0]["call_id"] for r in log.requests[1:]] == [
+        "functions.run_shell_command:0"
+    ] * 3
+
+
+def test_conversation_control_without_the_proxy_repeats_ids(simulator: ServerThread) -> None:
+    run = tool_loop(client(simulator), "kimi", stream=True, conversation="conv_control")
+    assert run.final_text == "All 3 rounds done."
+    assert len(set(run.call_ids)) < len(run.call_ids), run.call_ids

@@ -192,3 +192,16 @@ def test_non_streaming_loop_is_detected() -> None:
         {**_history(), "stream": False}, orjson.dumps(replay), orjson.dumps(replay), stream=False
     )
     assert result.loop is not None and result.loop.before_first_byte
+
+
+def test_replay_in_a_conversation_is_answered_under_the_issued_id() -> None:
+    """The upstream keeps the round's items in the conversation (the replayed call under the
+    id it issued): the follow-up sends only the answer, under that id."""
+    body = {**_history(), "conversation": "conv_1"}
+    replay = Upstream().created().call("functions.bash:0", OLD).completed()
+    result = run(body, replay.body())
+    followup = orjson.loads(result.followups[0].body)
+    assert followup["conversation"] == "conv_1"
+    (answer,) = followup["input"]
+    assert answer["type"] == "function_call_output" and answer["call_id"] == "functions.bash:0"
+    assert answer["output"].startswith('Duplicate tool call id "functions.bash:0"')

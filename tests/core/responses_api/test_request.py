@@ -127,3 +127,46 @@ def test_offered_tools_include_custom_and_namespace_tools() -> None:
         {"type": "web_search"},
     ]
     assert offered_tools({"tools": tools}) == {"shell", "apply_patch", "mcp__read"}
+
+
+def test_codex_shaped_request() -> None:
+    """What Codex sends: `store: false`, the whole history, `fc_`/`fco_` ids echoed, encrypted
+    reasoning, a namespace tool with nested functions, a custom (freeform) tool."""
+    cid = encode_call_id("a1b2c3d4", "functions.exec_command:0")
+    items = [
+        {
+            "type": "message",
+            "role": "developer",
+            "content": [{"type": "input_text", "text": "rules"}],
+        },
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]},
+        {"type": "reasoning", "id": "rs_9", "summary": [], "encrypted_content": "gAAA=="},
+        {
+            "type": "function_call",
+            "id": "fc_1",
+            "call_id": cid,
+            "name": "exec_command",
+            "arguments": '{"cmd":"ls"}',
+        },
+        {"type": "function_call_output", "id": "fco_1", "call_id": cid, "output": "a.txt"},
+    ]
+    tools = [
+        {"type": "function", "name": "exec_command", "parameters": {}},
+        {"type": "namespace", "name": "mcp", "tools": [{"type": "function", "name": "mcp__fetch"}]},
+        {"type": "custom", "name": "apply_patch", "format": {"type": "grammar"}},
+    ]
+    body = {
+        "model": "kimi-k3",
+        "store": False,
+        "stream": True,
+        "input": items,
+        "tools": tools,
+        "include": ["reasoning.encrypted_content"],
+    }
+    out = translate_request(body, "auto")
+    sent = out.body["input"]
+    assert sent[3] == {**items[3], "call_id": "functions.exec_command:0"}
+    assert sent[4] == {**items[4], "call_id": "functions.exec_command:0"}
+    assert sent[:3] == items[:3] and out.body["tools"] is tools and out.body["store"] is False
+    assert out.facts.offered_tools == {"exec_command", "mcp__fetch", "apply_patch"}
+    assert out.facts.turn == 2
