@@ -302,3 +302,16 @@ def test_conversation_control_without_the_proxy_repeats_ids(simulator: ServerThr
     run = tool_loop(client(simulator), "kimi", stream=True, conversation="conv_control")
     assert run.final_text == "All 3 rounds done."
     assert len(set(run.call_ids)) < len(run.call_ids), run.call_ids
+
+
+@pytest.mark.parametrize(
+    "body", [b"not json", b"[1]", b'{"model": "kimi", "input": 5}', b'{"input": {"a": 1}}']
+)
+def test_bad_bodies_get_a_400_and_nothing_goes_upstream(
+    proxy: ServerThread, log: SimulatorLog, body: bytes
+) -> None:
+    with httpx.Client(base_url=proxy.url + "/v1", timeout=10) as http:
+        answer = http.post("/responses", content=body)
+    assert answer.status_code == 400
+    assert answer.json()["error"]["type"] == "invalid_request_error"
+    assert log.paths == []
