@@ -315,3 +315,16 @@ def test_bad_bodies_get_a_400_and_nothing_goes_upstream(
     assert answer.status_code == 400
     assert answer.json()["error"]["type"] == "invalid_request_error"
     assert log.paths == []
+
+
+def test_upstream_break_mid_stream_ends_with_response_failed(proxy: ServerThread) -> None:
+    """SPEC §6 in Responses' grammar: the transport broke after bytes went out."""
+    api = client(proxy)
+    with api.responses.stream(model="fault-reset", tools=TOOLS, input="Go.") as events:
+        seen = list(events)
+    assert seen[0].type == "response.created"
+    failed = seen[-1]
+    assert failed.type == "response.failed" and failed.response.error is not None
+    assert failed.response.error.code == "upstream_stream_error"
+    numbers = [event.sequence_number for event in seen]
+    assert numbers == sorted(set(numbers))
