@@ -22,6 +22,11 @@ QUIET_EVENTS = frozenset({"response.created", "response.in_progress", "response.
 IDENTITY_KEYS = ("id", "created_at", "model")
 
 
+def key_of(value: object) -> object:
+    """A JSON value as a dict key (an index that is a list or object is not hashable)."""
+    return value if isinstance(value, int | str | float | None) else repr(value)
+
+
 def encode(event: dict[str, Any]) -> bytes:
     """One Responses event in OpenAI's framing: its type as the `event:` line, then its data."""
     kind = event.get("type")

@@ -27,7 +27,7 @@ from proxy.chat.guard import Replay
 from proxy.chat.notes import DeltaRepaired, Note
 from proxy.errors import ReplayLoopDetected
 from proxy.responses.calls import CallItem, is_call_event, is_call_item
-from proxy.responses.carry import ResponseCarry
+from proxy.responses.carry import ResponseCarry, key_of
 from proxy.responses.decide import decide_call, may_decide, replays_only
 from proxy.responses.textcalls import TEXT_EVENTS, MessageTextCalls
 from proxy.sse import SSEDecoder, SSEEvent, encode_comment, encode_event
@@ -180,8 +180,8 @@ class ResponsesStream:
         handler = self._handlers.get(kind)
         if handler is not None:
             handler(event, out)
-        elif is_call_event(kind) and event.get("output_index") in self._calls:
-            self._call_event(self._calls[event.get("output_index")], kind, event, out)
+        elif is_call_event(kind) and upstream_index(event) in self._calls:
+            self._call_event(self._calls[upstream_index(event)], kind, event, out)
         elif "output_index" in event:
             self._item_event(event, out)
         else:
@@ -211,7 +211,7 @@ class ResponsesStream:
 
     def _item_added(self, event: dict[str, Any], out: list[bytes]) -> None:
         item = event.get("item")
-        upstream = event.get("output_index")
+        upstream = upstream_index(event)
         if is_call_item(item):
             assert isinstance(item, dict)
             call = self._calls[upstream] = CallItem.start(item)
@@ -227,7 +227,7 @@ class ResponsesStream:
         self.carry.emit(event, out)
 
     def _item_event(self, event: dict[str, Any], out: list[bytes]) -> None:
-        upstream = event.get("output_index")
+        upstream = upstream_index(event)
         kind = event.get("type")
         events = [event]
         if self._text_calls is not None and kind in TEXT_EVENTS:
@@ -239,13 +239,14 @@ class ResponsesStream:
                 each["item_id"] = renamed
             delta = each.get("delta")
             if each.get("type") == "response.output_text.delta" and isinstance(delta, str):
-                self._texts.setdefault((upstream, each.get("content_index")), []).append(delta)
+                part = key_of(each.get("content_index"))
+                self._texts.setdefault((upstream, part), []).append(delta)
             each["output_index"] = index
             self.carry.emit(each, out)
 
     def _item_done(self, event: dict[str, Any], out: list[bytes]) -> None:
         item = event.get("item")
-        upstream = event.get("output_index")
+        upstream = upstream_index(event)
         call = self._calls.get(upstream)
         if call is None and is_call_item(item):
             assert isinstance(item, dict)
@@ -286,9 +287,12 @@ class ResponsesStream:
         item = dict(added or {"type": "message", "role": "assistant"})
         if item.get("type") == "message":
             parts = sorted(
-                (part, "".join(text))
-                for (index, part), text in self._texts.items()
-                if index == upstream
+                (
+                    (part, "".join(text))
+                    for (index, part), text in self._texts.items()
+                    if index == upstream
+                ),
+                key=_part_order,
             )
             item["content"] = [
                 {"type": "output_text", "text": text, "annotations": []} for _, text in parts
@@ -411,6 +415,17 @@ class ResponsesStream:
             call = self._calls[key] = CallItem.start(item)
             call.closed = call.item_done = call.complete = True
             self._advance(call, out)
+
+
+def _part_order(entry: tuple[object, str]) -> tuple[int, int, str]:
+    """Content parts by index; a part whose index is not a number (bad input) after them."""
+    part = entry[0]
+    return (0, part, "") if isinstance(part, int) else (1, 0, repr(part))
+
+
+def upstream_index(event: dict[str, Any]) -> object:
+    """The upstream's `output_index`, as a key (any JSON may arrive: a list is not hashable)."""
+    return key_of(event.get("output_index"))
 
 
 def call_key(item: dict[str, Any]) -> str:

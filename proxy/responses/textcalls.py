@@ -13,6 +13,7 @@ from typing import Any
 
 from proxy.chat.notes import DeltaRepaired, Note
 from proxy.chat.textcalls import RecoveredCall, Segment, TextCallScanner
+from proxy.responses.carry import key_of
 
 TEXT_EVENTS = frozenset(
     {"response.output_text.delta", "response.output_text.done", "response.content_part.done"}
@@ -31,7 +32,7 @@ class MessageTextCalls:
 
     def rewrite(self, upstream: object, event: dict[str, Any]) -> list[dict[str, Any]]:
         """The events the client gets for this text event of the message at `upstream`."""
-        key = (upstream, event.get("content_index"))
+        key = (upstream, key_of(event.get("content_index")))
         kind = event.get("type")
         if kind == "response.output_text.delta":
             delta = event.get("delta")

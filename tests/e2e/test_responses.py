@@ -302,3 +302,29 @@ def test_conversation_control_without_the_proxy_repeats_ids(simulator: ServerThr
     run = tool_loop(client(simulator), "kimi", stream=True, conversation="conv_control")
     assert run.final_text == "All 3 rounds done."
     assert len(set(run.call_ids)) < len(run.call_ids), run.call_ids
+
+
+@pytest.mark.parametrize(
+    "body", [b"not json", b"[1]", b'{"model": "kimi", "input": 5}', b'{"input": {"a": 1}}']
+)
+def test_bad_bodies_get_a_400_and_nothing_goes_upstream(
+    proxy: ServerThread, log: SimulatorLog, body: bytes
+) -> None:
+    with httpx.Client(base_url=proxy.url + "/v1", timeout=10) as http:
+        answer = http.post("/responses", content=body)
+    assert answer.status_code == 400
+    assert answer.json()["error"]["type"] == "invalid_request_error"
+    assert log.paths == []
+
+
+def test_upstream_break_mid_stream_ends_with_response_failed(proxy: ServerThread) -> None:
+    """SPEC §6 in Responses' grammar: the transport broke after bytes went out."""
+    api = client(proxy)
+    with api.responses.stream(model="fault-reset", tools=TOOLS, input="Go.") as events:
+        seen = list(events)
+    assert seen[0].type == "response.created"
+    failed = seen[-1]
+    assert failed.type == "response.failed" and failed.response.error is not None
+    assert failed.response.error.code == "upstream_stream_error"
+    numbers = [event.sequence_number for event in seen]
+    assert numbers == sorted(set(numbers))
