@@ -99,6 +99,41 @@ def _fresh_upstream_id(
             return candidate
 
 
+def answer_replays(
+    facts: HistoryFacts, guard: GuardState, replays: list[Replay]
+) -> tuple[list[str], HistoryFacts]:
+    """The grammar-neutral half of a follow-up round (SPEC §5): a fresh upstream id per
+    replay, recorded as answered synthetically, and the facts of the longer history."""
+    guard.check_followup_allowed()
+    guard.followups_done += 1
+    used: set[str] = set()
+    fresh_ids: list[str] = []
+    answered = dict(facts.answered)
+    answered_client_ids = dict(facts.answered_client_ids)
+    for position, replay in enumerate(replays):
+        fresh = _fresh_upstream_id(facts, replay, position, used, guard)
+        used.add(fresh)
+        fresh_ids.append(fresh)
+        guard.synthetic_ids.update((replay.raw_id, fresh))
+        key = fingerprint(replay.name, replay.arguments)
+        guard.synthetic_calls.add(key)
+        answered[fresh] = key
+        if replay.client_id is not None:
+            answered_client_ids[fresh] = replay.client_id
+    new_facts = replace(
+        facts,
+        answered=answered,
+        answered_client_ids=answered_client_ids,
+        tool_call_count=facts.tool_call_count + len(replays),
+    )
+    return fresh_ids, new_facts
+
+
+def replay_message(replay: Replay) -> str:
+    """The synthetic answer's text (SPEC §5)."""
+    return REPLAY_MESSAGE.format(raw_id=replay.raw_id, name=replay.name)
+
+
 def build_followup(
     upstream_body: dict[str, Any],
     facts: HistoryFacts,
@@ -108,42 +143,19 @@ def build_followup(
 ) -> tuple[dict[str, Any], HistoryFacts]:
     """The previous upstream request + this round's assistant message + one synthetic answer
     per replay. Returns the follow-up body and the facts that describe its history."""
-    guard.check_followup_allowed()
-    guard.followups_done += 1
-    used: set[str] = set()
-    tool_calls = []
-    tool_messages = []
-    answered = dict(facts.answered)
-    answered_client_ids = dict(facts.answered_client_ids)
-    for position, replay in enumerate(replays):
-        fresh = _fresh_upstream_id(facts, replay, position, used, guard)
-        used.add(fresh)
-        guard.synthetic_ids.update((replay.raw_id, fresh))
-        key = fingerprint(replay.name, replay.arguments)
-        guard.synthetic_calls.add(key)
-        answered[fresh] = key
-        if replay.client_id is not None:
-            answered_client_ids[fresh] = replay.client_id
-        tool_calls.append(
-            {
-                "id": fresh,
-                "type": "function",
-                "function": {"name": replay.name, "arguments": replay.arguments},
-            }
-        )
-        tool_messages.append(
-            {
-                "role": "tool",
-                "tool_call_id": fresh,
-                "content": REPLAY_MESSAGE.format(raw_id=replay.raw_id, name=replay.name),
-            }
-        )
+    fresh_ids, new_facts = answer_replays(facts, guard, replays)
+    tool_calls = [
+        {
+            "id": fresh,
+            "type": "function",
+            "function": {"name": replay.name, "arguments": replay.arguments},
+        }
+        for fresh, replay in zip(fresh_ids, replays, strict=True)
+    ]
+    tool_messages = [
+        {"role": "tool", "tool_call_id": fresh, "content": replay_message(replay)}
+        for fresh, replay in zip(fresh_ids, replays, strict=True)
+    ]
     assistant = {"role": "assistant", "content": content, "tool_calls": tool_calls}
     body = {**upstream_body, "messages": [*upstream_body["messages"], assistant, *tool_messages]}
-    new_facts = replace(
-        facts,
-        answered=answered,
-        answered_client_ids=answered_client_ids,
-        tool_call_count=facts.tool_call_count + len(replays),
-    )
     return body, new_facts
