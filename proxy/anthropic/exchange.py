@@ -166,7 +166,9 @@ class AnthropicExchange:
             )
             return [UpstreamBroken(error=error)]
         try:
-            result = sanitize_message(parsed, round_.ids, text_tool_calls=self.rules.text_tool_calls)
+            result = sanitize_message(
+                parsed, round_.ids, text_tool_calls=self.rules.text_tool_calls
+            )
         except ReplayLoopDetected as exc:
             return [self._loop(exc)]
         self._notes.extend(result.notes)
@@ -222,7 +224,7 @@ class AnthropicExchange:
 def _placeholder_start(body: dict[str, Any]) -> dict[str, Any]:
     """A message_start for a stream that fails before the upstream sent its own."""
     model = body.get("model")
-    message = {
+    message: dict[str, Any] = {
         "id": "msg_toolcall_proxy_error",
         "type": "message",
         "role": "assistant",

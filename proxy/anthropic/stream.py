@@ -121,7 +121,7 @@ class AnthropicStream:
         if self.phase is StreamPhase.STREAMING:
             for event in self._decoder.feed(data):
                 self._event(event)
-                if self.phase is StreamPhase.DONE:
+                if self._over():
                     break
         return self._take()
 
@@ -130,7 +130,7 @@ class AnthropicStream:
         if self.phase is StreamPhase.STREAMING:
             for event in self._decoder.end():
                 self._event(event)
-                if self.phase is StreamPhase.DONE:
+                if self._over():
                     break
         if self.phase is StreamPhase.STREAMING:
             if self._started or self.continuation:
@@ -138,6 +138,9 @@ class AnthropicStream:
                 self._guarded(self._finish)
             self.phase = StreamPhase.DONE
         return self._take()
+
+    def _over(self) -> bool:
+        return self.phase is StreamPhase.DONE
 
     def _take(self) -> list[bytes]:
         out, self._out = self._out, []
@@ -156,7 +159,8 @@ class AnthropicStream:
             self.non_json_events += 1
             self._out.append(encode_comment(event.data, _kept_lines(event.other)))
             return
-        handler = _HANDLERS.get(obj.get("type"), AnthropicStream._passthrough)
+        kind = obj.get("type")
+        handler = _HANDLERS.get(kind if isinstance(kind, str) else "", AnthropicStream._passthrough)
         self._guarded(lambda: handler(self, obj, event.data or b""))
 
     def _guarded(self, step: Any) -> None:

@@ -86,9 +86,7 @@ def raw_id_digest(raw_id: str | None) -> str:
     return hashlib.blake2b(data, digest_size=2).hexdigest()
 
 
-def mint_client_id(
-    turn: int, idx: int, hex4: str, raw_id: str | None, prefix: str = "call"
-) -> str:
+def mint_client_id(turn: int, idx: int, hex4: str, raw_id: str | None, prefix: str = "call") -> str:
     """SPEC §2.2: `call_{turn}_{idx}_{hex8}`, unique across the history, at most 40 chars.
 
     `hex4` is the random half, one per response and choice; the digest of the raw id follows.
