@@ -35,7 +35,7 @@ from proxy.chat.exchange import (
     UpstreamBroken,
 )
 from proxy.chat.guard import GuardState, Replay
-from proxy.chat.history import HistoryFacts
+from proxy.chat.ledger import HistoryFacts
 from proxy.chat.notes import Note
 from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
 from proxy.jsontext import dumps

@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from proxy.chat.guard import GuardState, Replay, answer_replays, replay_message
-from proxy.chat.history import HistoryFacts
+from proxy.chat.guard import GuardState, Replay, plan_followup
+from proxy.chat.ledger import HistoryFacts
 
 
 def _input(arguments: str) -> object:
@@ -33,20 +33,24 @@ def build_followup(
     replays: list[Replay],
 ) -> tuple[dict[str, Any], HistoryFacts]:
     """The follow-up request's body and the facts of its history."""
-    fresh_ids, new_facts = answer_replays(facts, guard, replays)
-    pairs = list(zip(fresh_ids, replays, strict=True))
+    answers, new_facts = plan_followup(facts, guard, replays)
     calls = [
-        {"type": "tool_use", "id": fresh, "name": replay.name, "input": _input(replay.arguments)}
-        for fresh, replay in pairs
+        {
+            "type": "tool_use",
+            "id": answer.upstream_id,
+            "name": answer.replay.name,
+            "input": _input(answer.replay.arguments),
+        }
+        for answer in answers
     ]
     results = [
         {
             "type": "tool_result",
-            "tool_use_id": fresh,
+            "tool_use_id": answer.upstream_id,
             "is_error": True,
-            "content": replay_message(replay),
+            "content": answer.text,
         }
-        for fresh, replay in pairs
+        for answer in answers
     ]
     assistant = {"role": "assistant", "content": [*blocks, *calls]}
     user = {"role": "user", "content": results}

@@ -1,9 +1,9 @@
 """Request direction (SPEC §3 as §8 translates it): the ids of an Anthropic history.
 
 Every `tool_use` block of an assistant message is a call; every `tool_result` block of a later
-user message is a result. The walk over them (turns, pairing, repair of colliding ids, the
-route's dialect, the facts the response side needs) is the shared history walk's; this module
-only says where Anthropic keeps the ids and writes the upstream ids back into the blocks.
+user message is a result. The decisions (turns, pairing, repair of colliding ids, the route's
+dialect, the facts the response side needs) are the shared `HistoryLedger`'s; this module only
+says where Anthropic keeps the ids and writes the upstream ids back into the blocks.
 Everything else keeps its form: `input` stays an object, and a history that needs no
 translation is forwarded byte for byte.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.chat.history import HistoryFacts, translate_request
+from proxy.chat.ledger import HistoryFacts, HistoryLedger, resolve_dialect
 from proxy.jsontext import dumps
 
 # (message position, block position) of a tool_use or tool_result block
@@ -36,38 +36,19 @@ def _blocks(message: object) -> list[Any]:
     return content if isinstance(content, list) else []
 
 
-def _walk(messages: list[Any]) -> tuple[list[dict[str, Any]], list[Place], list[Place]]:
-    """The history in the shared walk's terms: an assistant message per Anthropic assistant
-    message (its tool_use blocks as calls), a result per tool_result block, in order."""
-    walked: list[dict[str, Any]] = []
-    calls: list[Place] = []
-    results: list[Place] = []
-    for m, message in enumerate(messages):
-        role = message.get("role") if isinstance(message, dict) else None
-        blocks = _blocks(message)
-        if role == "assistant":
-            tool_calls = []
-            for b, block in enumerate(blocks):
-                if isinstance(block, dict) and block.get("type") == "tool_use":
-                    calls.append((m, b))
-                    fn = {"name": block.get("name"), "arguments": block.get("input")}
-                    tool_calls.append({"id": block.get("id"), "function": fn})
-            walked.append({"role": "assistant", "tool_calls": tool_calls})
-            continue
-        for b, block in enumerate(blocks):
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                results.append((m, b))
-                walked.append({"role": "tool", "tool_call_id": block.get("tool_use_id")})
-    return walked, calls, results
+def _client_id(value: object) -> str | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value if isinstance(value, str) else None
 
 
-def _offered(body: dict[str, Any]) -> list[dict[str, Any]]:
+def offered_tools(body: dict[str, Any]) -> frozenset[str]:
     tools = body.get("tools")
-    return [
-        {"type": "function", "function": {"name": tool["name"]}}
+    return frozenset(
+        tool["name"]
         for tool in (tools if isinstance(tools, list) else [])
         if isinstance(tool, dict) and isinstance(tool.get("name"), str)
-    ]
+    )
 
 
 class _Rewriter:
@@ -92,22 +73,36 @@ class _Rewriter:
         self.messages[m]["content"][b] = {**block, key: value}
 
 
+def _walk_message(m: int, message: object, ledger: HistoryLedger, out: _Rewriter) -> None:
+    """One message's blocks: an assistant's tool_use blocks are calls of a new turn, any
+    other message's tool_result blocks are results."""
+    assistant = isinstance(message, dict) and message.get("role") == "assistant"
+    if assistant:
+        ledger.begin_turn()
+    for b, block in enumerate(_blocks(message)):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if assistant and kind == "tool_use":
+            name = block.get("name")
+            record = ledger.call(
+                _client_id(block.get("id")),
+                name if isinstance(name, str) else "",
+                block.get("input"),
+            )
+            out.set((m, b), "id", record.upstream_id)
+        elif not assistant and kind == "tool_result":
+            answered = ledger.result(block.get("tool_use_id"))
+            if answered is not None:
+                out.set((m, b), "tool_use_id", answered.upstream_id)
+
+
 def translate_messages(body: dict[str, Any], dialect_setting: str) -> TranslatedMessages:
     """Translate `body['messages']` (already checked to be a list) for the upstream."""
     messages: list[Any] = body["messages"]
-    walked, calls, results = _walk(messages)
-    shared = translate_request(
-        {"model": body.get("model"), "messages": walked, "tools": _offered(body)},
-        dialect_setting,
-    )
+    ledger = HistoryLedger(resolve_dialect(dialect_setting, body.get("model")))
     rewriter = _Rewriter(messages)
-    for place, translation in zip(calls, shared.translations, strict=True):
-        rewriter.set(place, "id", translation.upstream_id)
-    answers = [m for m in shared.body["messages"] if m.get("role") == "tool"]
-    for place, answer in zip(results, answers, strict=True):
-        upstream_id = answer.get("tool_call_id")
-        if isinstance(upstream_id, str):
-            rewriter.set(place, "tool_use_id", upstream_id)
+    for m, message in enumerate(messages):
+        _walk_message(m, message, ledger, rewriter)
+    facts = ledger.facts(choices=1, offered_tools=offered_tools(body))
     changed = rewriter.messages is not messages
     out = {**body, "messages": rewriter.messages} if changed else body
-    return TranslatedMessages(out, shared.facts, changed)
+    return TranslatedMessages(out, facts, changed)

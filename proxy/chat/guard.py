@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from proxy.chat.history import FORM_UPSTREAM, Fingerprint, HistoryFacts
 from proxy.chat.ids import fingerprint, kimi_id, mint_client_id
+from proxy.chat.ledger import FORM_UPSTREAM, Fingerprint, HistoryFacts
 from proxy.errors import ReplayLoopDetected
 
 REPLAY_MESSAGE = (
@@ -99,39 +99,45 @@ def _fresh_upstream_id(
             return candidate
 
 
-def answer_replays(
+@dataclass(frozen=True, slots=True)
+class SyntheticAnswer:
+    """One replay, answered by the proxy in the follow-up request (SPEC §5)."""
+
+    replay: Replay
+    upstream_id: str  # a fresh id in the route's dialect: the call's and its answer's
+    text: str  # the answer the model reads
+
+
+def plan_followup(
     facts: HistoryFacts, guard: GuardState, replays: list[Replay]
-) -> tuple[list[str], HistoryFacts]:
-    """The grammar-neutral half of a follow-up round (SPEC §5): a fresh upstream id per
-    replay, recorded as answered synthetically, and the facts of the longer history."""
+) -> tuple[list[SyntheticAnswer], HistoryFacts]:
+    """What every surface's follow-up adds, before its own grammar: one answer per replay
+    under a fresh upstream id, and the facts that describe the longer history. Raises
+    ReplayLoopDetected when one more round is one too many."""
     guard.check_followup_allowed()
     guard.followups_done += 1
     used: set[str] = set()
-    fresh_ids: list[str] = []
+    answers = []
     answered = dict(facts.answered)
     answered_client_ids = dict(facts.answered_client_ids)
     for position, replay in enumerate(replays):
         fresh = _fresh_upstream_id(facts, replay, position, used, guard)
         used.add(fresh)
-        fresh_ids.append(fresh)
         guard.synthetic_ids.update((replay.raw_id, fresh))
         key = fingerprint(replay.name, replay.arguments)
         guard.synthetic_calls.add(key)
         answered[fresh] = key
         if replay.client_id is not None:
             answered_client_ids[fresh] = replay.client_id
+        text = REPLAY_MESSAGE.format(raw_id=replay.raw_id, name=replay.name)
+        answers.append(SyntheticAnswer(replay, fresh, text))
     new_facts = replace(
         facts,
         answered=answered,
         answered_client_ids=answered_client_ids,
         tool_call_count=facts.tool_call_count + len(replays),
     )
-    return fresh_ids, new_facts
-
-
-def replay_message(replay: Replay) -> str:
-    """The synthetic answer's text (SPEC §5)."""
-    return REPLAY_MESSAGE.format(raw_id=replay.raw_id, name=replay.name)
+    return answers, new_facts
 
 
 def build_followup(
@@ -141,20 +147,20 @@ def build_followup(
     content: str,
     replays: list[Replay],
 ) -> tuple[dict[str, Any], HistoryFacts]:
-    """The previous upstream request + this round's assistant message + one synthetic answer
-    per replay. Returns the follow-up body and the facts that describe its history."""
-    fresh_ids, new_facts = answer_replays(facts, guard, replays)
+    """Chat Completions' follow-up: the previous upstream request + this round's assistant
+    message + one `tool` message per replay. Returns the body and the facts of its history."""
+    answers, new_facts = plan_followup(facts, guard, replays)
     tool_calls = [
         {
-            "id": fresh,
+            "id": answer.upstream_id,
             "type": "function",
-            "function": {"name": replay.name, "arguments": replay.arguments},
+            "function": {"name": answer.replay.name, "arguments": answer.replay.arguments},
         }
-        for fresh, replay in zip(fresh_ids, replays, strict=True)
+        for answer in answers
     ]
     tool_messages = [
-        {"role": "tool", "tool_call_id": fresh, "content": replay_message(replay)}
-        for fresh, replay in zip(fresh_ids, replays, strict=True)
+        {"role": "tool", "tool_call_id": answer.upstream_id, "content": answer.text}
+        for answer in answers
     ]
     assistant = {"role": "assistant", "content": content, "tool_calls": tool_calls}
     body = {**upstream_body, "messages": [*upstream_body["messages"], assistant, *tool_messages]}
