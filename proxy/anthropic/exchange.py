@@ -62,6 +62,7 @@ class AnthropicExchange:
         translated = translate_messages(body, rules.dialect)
         self.rules = rules
         self.facts: HistoryFacts = translated.facts
+        self.history_calls = translated.calls
         self.upstream_request: bytes = translated.to_bytes(raw)
         self.guard = GuardState(
             enabled=rules.replay_guard, max_followups=rules.max_followups, entropy=entropy

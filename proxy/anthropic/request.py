@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.chat.ledger import HistoryFacts, HistoryLedger, resolve_dialect
+from proxy.chat.ledger import HistoryFacts, HistoryLedger, LedgerCall, resolve_dialect
 from proxy.jsontext import dumps
 
 # (message position, block position) of a tool_use or tool_result block
@@ -25,6 +25,7 @@ class TranslatedMessages:
     body: dict[str, Any]
     facts: HistoryFacts
     changed: bool
+    calls: list[LedgerCall]  # every tool_use of the history, for `sanitize --explain`
 
     def to_bytes(self, original: bytes) -> bytes:
         # jsontext.dumps: a valid history nested past orjson's 254 levels must not raise
@@ -105,4 +106,4 @@ def translate_messages(body: dict[str, Any], dialect_setting: str) -> Translated
     facts = ledger.facts(choices=1, offered_tools=offered_tools(body))
     changed = rewriter.messages is not messages
     out = {**body, "messages": rewriter.messages} if changed else body
-    return TranslatedMessages(out, facts, changed)
+    return TranslatedMessages(out, facts, changed, ledger.calls)
