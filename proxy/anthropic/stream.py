@@ -67,6 +67,8 @@ class StreamPhase(Enum):
     DONE = auto()
 
 
+_DELTA_KEYS = frozenset({"type", "delta", "usage"})
+
 # finish reasons that mean "the model stopped" after delivering tool_use blocks
 _STOPPED = ("end_turn", None, "")
 
@@ -107,6 +109,7 @@ class AnthropicStream:
         self._records: list[dict[str, Any]] = []
         self._started = False  # this round's message_start arrived
         self._delta: dict[str, Any] = {}  # the message_delta's delta, held to the end
+        self._delta_extra: dict[str, Any] = {}  # its other keys, kept
         self._usage: dict[str, Any] | None = None
         self._out: list[bytes] = []
         self.phase = StreamPhase.STREAMING
@@ -185,6 +188,7 @@ class AnthropicStream:
         usage = obj.get("usage")
         if isinstance(usage, dict):
             self._usage = usage
+        self._delta_extra.update((k, v) for k, v in obj.items() if k not in _DELTA_KEYS)
 
     def _message_stop(self, obj: dict[str, Any], raw: bytes) -> None:
         self._finish()
@@ -206,7 +210,9 @@ class AnthropicStream:
             self.notes.append(DeltaRepaired(kind="stop_reason", detail=f"{reason} -> {fixed}"))
         delta = {"stop_sequence": None, **self._delta, "stop_reason": fixed}
         usage = {**(self._usage or {}), "output_tokens": tokens}
-        self._out.append(encode({"type": "message_delta", "delta": delta, "usage": usage}))
+        self._out.append(
+            encode({"type": "message_delta", **self._delta_extra, "delta": delta, "usage": usage})
+        )
         self._out.append(b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
         self.phase = StreamPhase.DONE
 
