@@ -38,7 +38,7 @@ from proxy.anthropic.wire import encode, encode_raw
 from proxy.chat.decide import ResponseIds, Verdict
 from proxy.chat.guard import Replay
 from proxy.chat.ids import canonical_arguments, normalize_raw_id
-from proxy.chat.notes import DeltaRepaired, IdRewritten, Note
+from proxy.chat.notes import DeltaRepaired, Note
 from proxy.chat.textcalls import RecoveredCall, Segment, TextCallScanner
 from proxy.errors import ReplayLoopDetected
 from proxy.sse import SSEDecoder, SSEEvent, encode_comment, encode_event
@@ -359,17 +359,8 @@ class AnthropicStream:
             self.notes.append(decision.dropped(0, tool.name, tool.raw_id))
             return
         tool.index = self._take_index()
-        if decision.reason is not None:
-            self.notes.append(
-                IdRewritten(
-                    choice=0,
-                    index=decision.index,
-                    name=tool.name,
-                    raw_id=tool.raw_id,
-                    client_id=decision.client_id,
-                    reason=decision.reason,
-                )
-            )
+        if (note := tool.rewritten(decision)) is not None:
+            self.notes.append(note)
         start = {"type": "content_block_start", "index": tool.index}
         self._out.append(encode({**start, "content_block": tool.start_block(decision.client_id)}))
         text = tool.whole if tool.whole is not None else "".join(tool.parts)
