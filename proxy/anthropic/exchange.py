@@ -31,7 +31,7 @@ from proxy.chat.notes import Note
 from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
 from proxy.jsontext import dumps
 
-MINT_PREFIX = "toolu"  # SPEC §8: minted client ids are toolu_{turn}_{idx}_{hex8}
+MINT_PREFIX = "toolu_"  # SPEC §8: minted client ids are toolu_{turn}_{idx}_{hex8}
 
 
 @dataclass(slots=True)

@@ -25,7 +25,7 @@ from proxy.chat.ids import mint_client_id
 
 LS = {"command": "ls"}
 # Turn 1's call as the client holds it: minted from `functions.Bash:0`.
-MINTED = mint_client_id(1, 0, "abcd", "functions.Bash:0", "toolu")
+MINTED = mint_client_id(1, 0, "abcd", "functions.Bash:0", "toolu_")
 HISTORY = (
     assistant({"type": "text", "text": "Looking."}, tool_use(MINTED, "Bash", LS)),
     results(MINTED),
