@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -24,7 +23,13 @@ from proxy.anthropic.stream import AnthropicStream, MessageCarry, StreamPhase, o
 from proxy.anthropic.wire import encode, error_event
 from proxy.chat.decide import ResponseIds
 from proxy.chat.events import ExchangeEvent, Forward, LoopDetected, OpenFollowup, UpstreamBroken
-from proxy.chat.exchange import _TRANSITIONS, ExchangeClosed, ExchangePhase, RouteRules
+from proxy.chat.exchange import (
+    ExchangeClosed,
+    ExchangePhase,
+    MessageRound,
+    RoundPhases,
+    RouteRules,
+)
 from proxy.chat.guard import GuardState, Replay
 from proxy.chat.ledger import HistoryFacts
 from proxy.chat.notes import Note
@@ -34,13 +39,7 @@ from proxy.jsontext import dumps
 MINT_PREFIX = "toolu_"  # SPEC §8: minted client ids are toolu_{turn}_{idx}_{hex8}
 
 
-@dataclass(slots=True)
-class _MessageRound:
-    ids: ResponseIds
-    body: bytearray = field(default_factory=bytearray)
-
-
-class AnthropicExchange:
+class AnthropicExchange(RoundPhases):
     """An Anthropic Messages request across its rounds."""
 
     def __init__(
@@ -64,7 +63,7 @@ class AnthropicExchange:
         self._non_json_before = 0
         self._forwarded = False
         self._stream_core: AnthropicStream | None = None
-        self._message: _MessageRound | None = None
+        self._message: MessageRound | None = None
         self._carry: MessageCarry | None = None
         self._first_body: dict[str, Any] | None = None  # non-streaming: the first round's
         self._started = False  # a message_start reached the client
@@ -81,7 +80,7 @@ class AnthropicExchange:
             )
             self._message = None
         else:
-            self._message = _MessageRound(ids)
+            self._message = MessageRound(ids)
             self._stream_core = None
 
     def feed(self, data: bytes) -> list[ExchangeEvent]:
@@ -143,7 +142,7 @@ class AnthropicExchange:
 
     # -- non-streaming rounds ------------------------------------------------------------------
 
-    def _message_events(self, round_: _MessageRound) -> list[ExchangeEvent]:
+    def _message_events(self, round_: MessageRound) -> list[ExchangeEvent]:
         raw = bytes(round_.body)
         try:
             parsed = orjson.loads(raw)
@@ -202,15 +201,6 @@ class AnthropicExchange:
         # A stream's loop is always an in-stream event (SPEC §8), never a 422 before it.
         streaming = self._stream_core is not None
         return LoopDetected(error=error, before_first_byte=not (self._forwarded or streaming))
-
-    def _check_receiving(self) -> None:
-        if self.phase is not ExchangePhase.RECEIVING:
-            raise ExchangeClosed(f"upstream input while the exchange is {self.phase.name}")
-
-    def _move(self, to: ExchangePhase) -> None:
-        if to not in _TRANSITIONS[self.phase]:
-            raise ExchangeClosed(f"the exchange cannot go from {self.phase.name} to {to.name}")
-        self.phase = to
 
 
 def _placeholder_start(body: dict[str, Any]) -> dict[str, Any]:
