@@ -106,9 +106,15 @@ class AnthropicExchange(RoundPhases):
 
     def stream_error(self, error: ProxyError) -> bytes:
         """The bytes that end the client's stream with this error: Anthropic's `error` event,
-        after a `message_start` if none went out yet (SDKs read the error inside a message)."""
+        after a `message_start` if none went out yet (SDKs read the error inside a message),
+        and, for a replay loop, after a completed content block (an empty text block if the
+        message has none): Claude Code ends the turn on such an event, and re-sends the
+        request without streaming after an error with no completed block before it."""
         head = b"" if self._started else encode(_placeholder_start(self._upstream_body))
         self._started = True
+        core = self._stream_core
+        if isinstance(error, ReplayLoopDetected) and core is not None:
+            head += core.block_before_error()  # so Claude Code takes the loop as final
         return head + error_event(error)
 
     def _non_json_now(self) -> int:
