@@ -15,6 +15,7 @@ from anthropic_wire import (
     run,
     start,
     text,
+    thinking,
     tool,
 )
 
@@ -178,30 +179,7 @@ def test_a_block_without_input_gets_an_empty_object() -> None:
     assert partial == ["{}"]
 
 
-THINKING = (
-    ev(
-        {
-            "type": "content_block_start",
-            "index": 0,
-            "content_block": {"type": "thinking", "thinking": "", "signature": ""},
-        }
-    )
-    + ev(
-        {
-            "type": "content_block_delta",
-            "index": 0,
-            "delta": {"type": "thinking_delta", "thinking": "Hmm."},
-        }
-    )
-    + ev(
-        {
-            "type": "content_block_delta",
-            "index": 0,
-            "delta": {"type": "signature_delta", "signature": "EqQBCgIYAh=="},
-        }
-    )
-    + ev({"type": "content_block_stop", "index": 0})
-)
+THINKING = thinking(0, "Hmm.", "EqQBCgIYAh==")
 REDACTED = ev(
     {
         "type": "content_block_start",
