@@ -1,11 +1,11 @@
 """`toolcall-proxy sanitize`: the streaming core run offline on a captured SSE stream.
 
-Chat Completions captures go through the chat core; Responses captures (events or a whole
-body, or any capture whose request has `input`) through the Responses exchange (SPEC §8).
-
 Reads the upstream's stream (a file or stdin) and optionally the request JSON it answered,
 writes the stream the client would have received to stdout and, with --explain, one line
 per decision to stderr. This is how a user debugs a provider without a network.
+Anthropic Messages captures (an event stream with `message_start`, or a whole message body)
+run through that surface's exchange (`--surface`, told by the capture when `auto`), and so
+do OpenAI Responses captures (its events or a whole response, or a request with `input`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from proxy.chat.history import translate_request
 from proxy.chat.notes import explain
 from proxy.chat.stream import StreamSanitizer
 from proxy.responses.offline import looks_like_responses, sanitize_responses
+from proxy.sanitize_anthropic import run_anthropic
 
 # Read the capture in pieces, as a socket would deliver it.
 READ_SIZE = 64 * 1024
@@ -40,8 +41,11 @@ def run_sanitize(args: argparse.Namespace) -> int:
     with source:
         first = source.read(READ_SIZE)
         given = request if args.request else None
-        if looks_like_responses(first, given):
+        surface = _surface(args, first, given)
+        if surface == "responses":
             return _run_responses(args, given, first, source)
+        if surface == "anthropic":
+            return run_anthropic(args, request, first, source)
         return _run_chat(args, request, first, source)
 
 
@@ -53,11 +57,20 @@ def _open(path: str) -> BinaryIO | None:
         return None
 
 
-def _reads(first: bytes, source: BinaryIO) -> Iterator[bytes]:
-    if first:
-        yield first
-    while chunk := source.read(READ_SIZE):
-        yield chunk
+def _surface(args: argparse.Namespace, first: bytes, request: dict[str, Any] | None) -> str:
+    """The capture's API: as told, else Responses or Anthropic when it looks like one of
+    their streams or bodies (Responses first: its items are `"type":"message"` too)."""
+    surface: str = getattr(args, "surface", "auto")
+    if surface != "auto":
+        return surface
+    if looks_like_responses(first, request):
+        return "responses"
+    head = first.lstrip()
+    if b"message_start" in first or b"content_block_" in first:
+        return "anthropic"
+    if head.startswith(b"{") and b'"type":"message"' in head.replace(b" ", b""):
+        return "anthropic"
+    return "chat"
 
 
 def _run_responses(
@@ -69,6 +82,12 @@ def _run_responses(
     )
     out = sys.stdout.buffer
 
+    def reads() -> Iterator[bytes]:
+        chunk = first
+        while chunk:
+            yield chunk
+            chunk = source.read(READ_SIZE)
+
     def write(data: bytes) -> None:
         out.write(data)
 
@@ -76,7 +95,7 @@ def _run_responses(
         if args.explain or line.startswith("toolcall-proxy"):
             print(line, file=sys.stderr)
 
-    status = sanitize_responses(_reads(first, source), first, request, rules, write, say)
+    status = sanitize_responses(reads(), first, request, rules, write, say)
     out.flush()
     return status
 
@@ -97,9 +116,11 @@ def _run_chat(
         text_tool_calls=args.text_tool_calls == "auto",
     )
     out = sys.stdout.buffer
-    for chunk in _reads(first, source):
+    chunk = first
+    while chunk:
         out.write(b"".join(core.feed(chunk)))
         _explain(core, args.explain)
+        chunk = source.read(READ_SIZE)
     out.write(b"".join(core.end()))
     out.flush()
     _explain(core, args.explain)
@@ -123,7 +144,7 @@ def _load_request(path: str) -> dict[str, Any] | None:
     ):
         print(
             "toolcall-proxy sanitize: the request must be a JSON object with a messages list"
-            " (Chat Completions) or an input (Responses)",
+            " (Chat Completions, Anthropic) or an input (Responses)",
             file=sys.stderr,
         )
         return None

@@ -20,12 +20,10 @@ from proxy.chat.decide import ResponseIds
 from proxy.chat.events import (
     ExchangeEvent,
     Forward,
-    LoopDetected,
-    OpenFollowup,
     UpstreamBroken,
 )
-from proxy.chat.exchange import ExchangePhase, RouteRules, check_receiving, next_phase
-from proxy.chat.guard import GuardState, Replay
+from proxy.chat.exchange import ExchangePhase, RoundPhases, RouteRules
+from proxy.chat.guard import GuardState
 from proxy.chat.ledger import HistoryFacts
 from proxy.chat.notes import Note
 from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
@@ -44,7 +42,7 @@ def loop_message(error: ReplayLoopDetected) -> str:
     return f"{error.message} ({error.code})"
 
 
-class ResponsesExchange:
+class ResponsesExchange(RoundPhases):
     """A Responses request across its rounds."""
 
     def __init__(
@@ -197,35 +195,26 @@ class ResponsesExchange:
             merged["usage"] = carry.usage
         return self._finish(dumps(merged))
 
-    def _finish(self, body: bytes) -> list[ExchangeEvent]:
-        self._carry.released = True
-        self._move(ExchangePhase.ENDED)
-        return [Forward(data=body, last=True)]
+    # -- across rounds (the rest is RoundPhases') ------------------------------------------------
 
-    # -- across rounds -------------------------------------------------------------------------
+    @property
+    def _forwarded(self) -> bool:
+        """Some bytes of the response reached the shell (the carry's head gate knows)."""
+        return self._carry.released
+
+    @_forwarded.setter
+    def _forwarded(self, value: bool) -> None:
+        self._carry.released = value
 
     def _followup(self, followup: RoundFollowup) -> ExchangeEvent:
-        try:
-            self._upstream_body, self.facts = build_followup(
+        return self._open_followup(
+            lambda: build_followup(
                 self._upstream_body,
                 self.facts,
                 self.guard,
                 followup.round_items,
                 followup.replays,
                 followup.replayed_items,
-            )
-        except ReplayLoopDetected as exc:
-            return self._loop(exc)
-        self._move(ExchangePhase.WAITING)
-        replays: tuple[Replay, ...] = tuple(followup.replays)
-        return OpenFollowup(body=dumps(self._upstream_body), replays=replays)
-
-    def _loop(self, error: ReplayLoopDetected) -> LoopDetected:
-        self._move(ExchangePhase.FAILED)
-        return LoopDetected(error=error, before_first_byte=not self._carry.released)
-
-    def _check_receiving(self) -> None:
-        check_receiving(self.phase)
-
-    def _move(self, to: ExchangePhase) -> None:
-        self.phase = next_phase(self.phase, to)
+            ),
+            followup.replays,
+        )

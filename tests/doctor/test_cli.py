@@ -50,14 +50,14 @@ def test_json_report_names_kimi_quirks_and_recommends_a_route_serve_accepts(
     surfaces = {s["path"]: (s["answers"], s["proxy"]) for s in report["surfaces"]}
     assert surfaces == {
         "/chat/completions": (True, "repairs"),
-        "/messages": (False, "passes through"),
+        "/messages": (True, "repairs"),
         "/responses": (True, "repairs"),
     }
     routes_file = tmp_path / "routes.yaml"
     routes_file.write_text(report["routes_file"], encoding="utf-8")
     _, [route] = load_yaml_routes(routes_file.read_text(), Route(name="default", upstream=""))
     assert (route.upstream, route.dialect, route.ids) == (provider.url + "/v1", "kimi", "auto")
-    assert report["requests"] == len(sim_log.paths) == MAX_REQUESTS  # 404s included
+    assert report["requests"] == len(sim_log.paths) == MAX_REQUESTS  # the 404s included
 
 
 def test_it_sends_only_canned_tool_results_and_its_two_harmless_tools(
@@ -65,7 +65,7 @@ def test_it_sends_only_canned_tool_results_and_its_two_harmless_tools(
 ) -> None:
     done = doctor(provider.url + "/v1", "name-index")
     assert done.returncode == 0, done.stderr
-    # The tool conversations; the other surfaces' probes offer no tools.
+    # The chat probes offer the tools; the surface probes (a one-line prompt) offer none.
     chat = [body for body in sim_log.requests if "tools" in body]
     assert len(chat) == 6
     tool_messages = [
