@@ -18,7 +18,6 @@ from enum import Enum, auto
 from typing import Protocol
 
 from proxy.chat.guard import GuardState, Replay
-from proxy.chat.history import HistoryFacts
 from proxy.chat.ids import (
     REASON_COLLISION,
     REASON_DUPLICATE,
@@ -27,6 +26,7 @@ from proxy.chat.ids import (
     mint_client_id,
     rejection_reason,
 )
+from proxy.chat.ledger import HistoryFacts
 from proxy.chat.notes import CallDropped
 
 
@@ -99,8 +99,10 @@ class ResponseIds:
         policy: str,
         guard: GuardState,
         hex_source: Callable[[], str] | None = None,
+        mint_prefix: str = "call",
     ):
         self.facts = facts
+        self.mint_prefix = mint_prefix  # SPEC §8: `toolu` on Anthropic Messages
         self.policy = policy
         self.guard = guard
         # The random half of minted ids: from the guard's injected entropy unless a test
@@ -162,7 +164,7 @@ class ResponseIds:
             reason = rejection_reason(raw_id) if policy == "auto" else None
             if reason is None and not colliding:
                 return raw_id, None
-            minted = mint_client_id(self.facts.turn, index, ids.hex4, raw_id)
+            minted = mint_client_id(self.facts.turn, index, ids.hex4, raw_id, self.mint_prefix)
             return minted, reason or REASON_COLLISION
         reason = rejection_reason(raw_id) if raw_id is None else REASON_POLICY
-        return mint_client_id(self.facts.turn, index, ids.hex4, raw_id), reason
+        return mint_client_id(self.facts.turn, index, ids.hex4, raw_id, self.mint_prefix), reason
