@@ -14,7 +14,8 @@ from typing import Any, BinaryIO
 import orjson
 
 from proxy.anthropic.exchange import AnthropicExchange
-from proxy.chat.exchange import ExchangeEvent, Forward, LoopDetected, OpenFollowup, RouteRules
+from proxy.chat.events import ExchangeEvent, Forward, LoopDetected, OpenFollowup
+from proxy.chat.exchange import RouteRules
 from proxy.chat.notes import explain
 
 READ_SIZE = 64 * 1024

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.chat.decide import Decision
+from proxy.chat.notes import IdRewritten
 from proxy.chat.textcalls import TextCallScanner
 from proxy.jsontext import dumps
 
@@ -57,6 +58,19 @@ class ToolBlock:
             return self.whole
         text = "".join(self.parts)
         return text if text.strip() else "{}"
+
+    def rewritten(self, decision: Decision) -> IdRewritten | None:
+        """The note for a delivered call whose client id is not its raw id."""
+        if decision.reason is None:
+            return None
+        return IdRewritten(
+            choice=0,
+            index=decision.index,
+            name=self.name,
+            raw_id=self.raw_id,
+            client_id=decision.client_id,
+            reason=decision.reason,
+        )
 
     def start_block(self, client_id: str) -> dict[str, Any]:
         return {"type": "tool_use", "id": client_id, "name": self.name, "input": {}, **self.extra}

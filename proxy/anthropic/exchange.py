@@ -23,17 +23,8 @@ from proxy.anthropic.request import translate_messages
 from proxy.anthropic.stream import AnthropicStream, MessageCarry, StreamPhase, output_tokens
 from proxy.anthropic.wire import encode, error_event
 from proxy.chat.decide import ResponseIds
-from proxy.chat.exchange import (
-    _TRANSITIONS,
-    ExchangeClosed,
-    ExchangeEvent,
-    ExchangePhase,
-    Forward,
-    LoopDetected,
-    OpenFollowup,
-    RouteRules,
-    UpstreamBroken,
-)
+from proxy.chat.events import ExchangeEvent, Forward, LoopDetected, OpenFollowup, UpstreamBroken
+from proxy.chat.exchange import _TRANSITIONS, ExchangeClosed, ExchangePhase, RouteRules
 from proxy.chat.guard import GuardState, Replay
 from proxy.chat.ledger import HistoryFacts
 from proxy.chat.notes import Note

@@ -19,7 +19,7 @@ from proxy.anthropic.stream import MessageCarry, output_tokens, truthful_stop_re
 from proxy.chat.decide import ResponseIds, Verdict
 from proxy.chat.guard import Replay
 from proxy.chat.ids import normalize_raw_id
-from proxy.chat.notes import DeltaRepaired, IdRewritten, Note
+from proxy.chat.notes import DeltaRepaired, Note
 from proxy.chat.textcalls import TextCallScanner
 from proxy.jsontext import dumps
 
@@ -70,17 +70,8 @@ class _Content:
             self.changed = True
             return
         fixed = {**block, "id": decision.client_id, "name": tool.name, "input": _input_value(tool)}
-        if decision.reason is not None:
-            self.notes.append(
-                IdRewritten(
-                    choice=0,
-                    index=decision.index,
-                    name=tool.name,
-                    raw_id=tool.raw_id,
-                    client_id=decision.client_id,
-                    reason=decision.reason,
-                )
-            )
+        if (note := tool.rewritten(decision)) is not None:
+            self.notes.append(note)
         self.changed = self.changed or fixed != block
         self.out.append(fixed)
 

@@ -38,7 +38,7 @@ from proxy.anthropic.wire import encode, encode_raw
 from proxy.chat.decide import ResponseIds, Verdict
 from proxy.chat.guard import Replay
 from proxy.chat.ids import canonical_arguments, normalize_raw_id
-from proxy.chat.notes import DeltaRepaired, IdRewritten, Note
+from proxy.chat.notes import DeltaRepaired, Note
 from proxy.chat.textcalls import RecoveredCall, Segment, TextCallScanner
 from proxy.errors import ReplayLoopDetected
 from proxy.sse import SSEDecoder, SSEEvent, encode_comment, encode_event
@@ -66,6 +66,8 @@ class StreamPhase(Enum):
     STREAMING = auto()
     DONE = auto()
 
+
+_DELTA_KEYS = frozenset({"type", "delta", "usage"})
 
 # finish reasons that mean "the model stopped" after delivering tool_use blocks
 _STOPPED = ("end_turn", None, "")
@@ -107,6 +109,7 @@ class AnthropicStream:
         self._records: list[dict[str, Any]] = []
         self._started = False  # this round's message_start arrived
         self._delta: dict[str, Any] = {}  # the message_delta's delta, held to the end
+        self._delta_extra: dict[str, Any] = {}  # its other keys, kept
         self._usage: dict[str, Any] | None = None
         self._out: list[bytes] = []
         self.phase = StreamPhase.STREAMING
@@ -185,6 +188,7 @@ class AnthropicStream:
         usage = obj.get("usage")
         if isinstance(usage, dict):
             self._usage = usage
+        self._delta_extra.update((k, v) for k, v in obj.items() if k not in _DELTA_KEYS)
 
     def _message_stop(self, obj: dict[str, Any], raw: bytes) -> None:
         self._finish()
@@ -206,7 +210,9 @@ class AnthropicStream:
             self.notes.append(DeltaRepaired(kind="stop_reason", detail=f"{reason} -> {fixed}"))
         delta = {"stop_sequence": None, **self._delta, "stop_reason": fixed}
         usage = {**(self._usage or {}), "output_tokens": tokens}
-        self._out.append(encode({"type": "message_delta", "delta": delta, "usage": usage}))
+        self._out.append(
+            encode({"type": "message_delta", **self._delta_extra, "delta": delta, "usage": usage})
+        )
         self._out.append(b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
         self.phase = StreamPhase.DONE
 
@@ -353,17 +359,8 @@ class AnthropicStream:
             self.notes.append(decision.dropped(0, tool.name, tool.raw_id))
             return
         tool.index = self._take_index()
-        if decision.reason is not None:
-            self.notes.append(
-                IdRewritten(
-                    choice=0,
-                    index=decision.index,
-                    name=tool.name,
-                    raw_id=tool.raw_id,
-                    client_id=decision.client_id,
-                    reason=decision.reason,
-                )
-            )
+        if (note := tool.rewritten(decision)) is not None:
+            self.notes.append(note)
         start = {"type": "content_block_start", "index": tool.index}
         self._out.append(encode({**start, "content_block": tool.start_block(decision.client_id)}))
         text = tool.whole if tool.whole is not None else "".join(tool.parts)

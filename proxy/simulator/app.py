@@ -297,14 +297,26 @@ class _Simulator:
         if profile.fault is Fault.SERVER_ERROR:
             return _error(500, "The server had an error (simulated)", "server_error", None)
         reply = plan_reply(profile, body)
+        if body.get("stream") is True:
+            return self._answer(profile, reply, frames=_frames(profile, body, reply, model))
+        return self._answer(profile, reply, payload=_completion(profile, body, reply, model))
+
+    def _answer(
+        self,
+        profile: Profile,
+        reply: Reply,
+        *,
+        frames: list[bytes] | None = None,
+        payload: bytes = b"",
+    ) -> Response:
+        """A planned reply as an event stream (`frames`) or one body, with the profile's
+        transport faults."""
         if reply.kimi_history_ok is not None:
             self.log.kimi_history_ok.append(reply.kimi_history_ok)
         hang = profile.stall_s if profile.fault is Fault.HANG else 0.0
-        if body.get("stream") is True:
-            frames = _frames(profile, body, reply, model)
+        if frames is not None:
             paced = _paced(profile, frames, _STREAM_FAULT_AT)
             return _Writer(paced, self.log, "text/event-stream", hang)
-        payload = _completion(profile, body, reply, model)
         if profile.fault in (Fault.RESET, Fault.STALL, Fault.DRIP, Fault.HANG):
             # Two writes, so a stall or reset lands in the middle of the JSON body.
             halves = [payload[: len(payload) // 2], payload[len(payload) // 2 :]]
@@ -321,18 +333,12 @@ class _Simulator:
         if isinstance(planned, Response):
             return planned
         profile, reply, model = planned
-        if reply.kimi_history_ok is not None:
-            self.log.kimi_history_ok.append(reply.kimi_history_ok)
-        hang = profile.stall_s if profile.fault is Fault.HANG else 0.0
         if body.get("stream") is True:
             frames = anthropic.event_frames(profile, body, reply, model)
-            paced = _paced(profile, frames, _STREAM_FAULT_AT)
-            return _Writer(paced, self.log, "text/event-stream", hang)
-        payload = anthropic.message_body(profile, body, reply, model)
-        if profile.fault in (Fault.RESET, Fault.STALL, Fault.DRIP, Fault.HANG):
-            halves = [payload[: len(payload) // 2], payload[len(payload) // 2 :]]
-            return _Writer(_paced(profile, halves, 1), self.log, "application/json", hang)
-        return Response(payload, media_type="application/json")
+            return self._answer(profile, reply, frames=frames)
+        return self._answer(
+            profile, reply, payload=anthropic.message_body(profile, body, reply, model)
+        )
 
     async def count_tokens(self, request: Request) -> Response:
         body = await anthropic.read_body(request)

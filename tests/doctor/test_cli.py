@@ -50,7 +50,7 @@ def test_json_report_names_kimi_quirks_and_recommends_a_route_serve_accepts(
     surfaces = {s["path"]: (s["answers"], s["proxy"]) for s in report["surfaces"]}
     assert surfaces == {
         "/chat/completions": (True, "repairs"),
-        "/messages": (True, "passes through"),
+        "/messages": (True, "repairs"),
         "/responses": (False, "passes through"),
     }
     routes_file = tmp_path / "routes.yaml"

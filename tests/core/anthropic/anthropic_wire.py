@@ -9,7 +9,8 @@ from typing import Any
 import orjson
 
 from proxy.anthropic.exchange import AnthropicExchange
-from proxy.chat.exchange import Forward, LoopDetected, OpenFollowup, RouteRules
+from proxy.chat.events import Forward, LoopDetected, OpenFollowup
+from proxy.chat.exchange import RouteRules
 
 JSON = dict[str, Any]
 TOOLS = [

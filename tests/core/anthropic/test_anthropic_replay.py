@@ -19,7 +19,8 @@ from anthropic_wire import (
     tool_use,
 )
 
-from proxy.chat.exchange import Forward, LoopDetected, RouteRules
+from proxy.chat.events import Forward, LoopDetected
+from proxy.chat.exchange import RouteRules
 from proxy.chat.ids import mint_client_id
 
 LS = {"command": "ls"}

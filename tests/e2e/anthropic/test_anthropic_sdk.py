@@ -142,8 +142,9 @@ def test_a_replay_loop_without_streaming_is_a_422_the_sdk_does_not_retry(
         with pytest.raises(anthropic.UnprocessableEntityError) as caught:
             tool_loop(sdk, "kimi-k2/replay-loop", stream=False)
     assert caught.value.body["error"]["type"] == "loop_detected"  # type: ignore[index]
-    # Turn 1, then turn 2's first round and its follow-ups: no retry of the 422.
-    assert len(log.requests) == 1 + 1 + 2
+    # Turn 1, then turn 2's round and the follow-up the model replays again: no retry of
+    # the 422 (max_retries=3 would have sent turn 2 three more times).
+    assert len(log.requests) == 1 + 2
 
 
 def test_control_without_the_proxy_a_replay_loop_runs_until_the_agent_gives_up(
@@ -163,9 +164,12 @@ def test_count_tokens_and_other_paths_pass_through(proxy: ServerThread, log: Sim
 
 
 def test_credentials_and_version_are_forwarded(proxy: ServerThread, log: SimulatorLog) -> None:
-    ask(client(proxy.url), "reference", [{"role": "user", "content": "hi"}], stream=False)
+    """The SDK (2.x) sends its key as `Authorization: Bearer`; Claude Code sends `x-api-key`."""
+    sdk = client(proxy.url, default_headers={"x-api-key": "sk-ant-claude-code"})
+    ask(sdk, "reference", [{"role": "user", "content": "hi"}], stream=False)
     headers = log.headers[-1]
-    assert headers["x-api-key"] == "sk-ant-test"
+    assert headers["x-api-key"] == "sk-ant-claude-code"
+    assert headers["authorization"] == "Bearer sk-ant-test"
     assert headers["anthropic-version"]
 
 
@@ -174,7 +178,8 @@ def test_a_route_key_goes_into_x_api_key(
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_ROUTE_TEST_KEY", "route-secret")
     with make_proxy(upstream_key_env="ANTHROPIC_ROUTE_TEST_KEY") as proxy:
-        ask(client(proxy.url), "reference", [{"role": "user", "content": "hi"}], stream=True)
+        sdk = client(proxy.url, default_headers={"x-api-key": "sk-ant-client"})
+        ask(sdk, "reference", [{"role": "user", "content": "hi"}], stream=True)
         httpx.post(proxy.url + "/v1/chat/completions", json={"model": "reference", "messages": []})
     messages, chat = log.headers[-2], log.headers[-1]
     assert messages["x-api-key"] == "route-secret" and "authorization" not in messages
