@@ -21,6 +21,7 @@ import orjson
 from fastapi import Request
 from fastapi.responses import Response
 
+from proxy.jsontext import dumps
 from proxy.simulator.profiles import (
     JSON,
     Fault,
@@ -63,7 +64,7 @@ def _assistant(blocks: list[JSON]) -> JSON:
         {
             "id": b.get("id"),
             "type": "function",
-            "function": {"name": b.get("name"), "arguments": orjson.dumps(b.get("input")).decode()},
+            "function": {"name": b.get("name"), "arguments": dumps(b.get("input")).decode()},
         }
         for b in blocks
         if b.get("type") == "tool_use"

@@ -193,3 +193,19 @@ def test_errors_before_the_first_byte_have_anthropic_shape(proxy: ServerThread) 
     assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
     with pytest.raises(anthropic.BadRequestError):
         client(proxy.url).messages.create(model="kimi", max_tokens=8, messages="nope")  # type: ignore[arg-type]
+
+
+def test_metrics_carry_the_surface(make_proxy: ProxyFactory) -> None:
+    with make_proxy() as proxy:
+        tool_loop(client(proxy.url), "kimi-k2", stream=True)
+        with pytest.raises(anthropic.APIStatusError):
+            tool_loop(client(proxy.url), "kimi-k2/replay-loop", stream=True)
+        text = httpx.get(proxy.url + "/metrics", timeout=10).text
+    assert re.search(
+        r'toolcall_proxy_ids_rewritten_total\{reason="invalid",surface="anthropic_messages"\} [1-9]',
+        text,
+    )
+    assert 'toolcall_proxy_breaker_trips_total{surface="anthropic_messages"} 1.0' in text
+    assert re.search(
+        r'toolcall_proxy_requests_total\{[^}]*surface="anthropic_messages"[^}]*\} [1-9]', text
+    )
