@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -24,23 +23,23 @@ from proxy.anthropic.stream import AnthropicStream, MessageCarry, StreamPhase, o
 from proxy.anthropic.wire import encode, error_event
 from proxy.chat.decide import ResponseIds
 from proxy.chat.events import ExchangeEvent, Forward, LoopDetected, OpenFollowup, UpstreamBroken
-from proxy.chat.exchange import _TRANSITIONS, ExchangeClosed, ExchangePhase, RouteRules
+from proxy.chat.exchange import (
+    ExchangeClosed,
+    ExchangePhase,
+    MessageRound,
+    RoundPhases,
+    RouteRules,
+)
 from proxy.chat.guard import GuardState, Replay
 from proxy.chat.ledger import HistoryFacts
 from proxy.chat.notes import Note
 from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
 from proxy.jsontext import dumps
 
-MINT_PREFIX = "toolu"  # SPEC §8: minted client ids are toolu_{turn}_{idx}_{hex8}
+MINT_PREFIX = "toolu_"  # SPEC §8: minted client ids are toolu_{turn}_{idx}_{hex8}
 
 
-@dataclass(slots=True)
-class _MessageRound:
-    ids: ResponseIds
-    body: bytearray = field(default_factory=bytearray)
-
-
-class AnthropicExchange:
+class AnthropicExchange(RoundPhases):
     """An Anthropic Messages request across its rounds."""
 
     def __init__(
@@ -64,7 +63,7 @@ class AnthropicExchange:
         self._non_json_before = 0
         self._forwarded = False
         self._stream_core: AnthropicStream | None = None
-        self._message: _MessageRound | None = None
+        self._message: MessageRound | None = None
         self._carry: MessageCarry | None = None
         self._first_body: dict[str, Any] | None = None  # non-streaming: the first round's
         self._started = False  # a message_start reached the client
@@ -81,7 +80,7 @@ class AnthropicExchange:
             )
             self._message = None
         else:
-            self._message = _MessageRound(ids)
+            self._message = MessageRound(ids)
             self._stream_core = None
 
     def feed(self, data: bytes) -> list[ExchangeEvent]:
@@ -107,9 +106,15 @@ class AnthropicExchange:
 
     def stream_error(self, error: ProxyError) -> bytes:
         """The bytes that end the client's stream with this error: Anthropic's `error` event,
-        after a `message_start` if none went out yet (SDKs read the error inside a message)."""
+        after a `message_start` if none went out yet (SDKs read the error inside a message),
+        and, for a replay loop, after a completed content block (an empty text block if the
+        message has none): Claude Code ends the turn on such an event, and re-sends the
+        request without streaming after an error with no completed block before it."""
         head = b"" if self._started else encode(_placeholder_start(self._upstream_body))
         self._started = True
+        core = self._stream_core
+        if isinstance(error, ReplayLoopDetected) and core is not None:
+            head += core.block_before_error()  # so Claude Code takes the loop as final
         return head + error_event(error)
 
     def _non_json_now(self) -> int:
@@ -143,7 +148,7 @@ class AnthropicExchange:
 
     # -- non-streaming rounds ------------------------------------------------------------------
 
-    def _message_events(self, round_: _MessageRound) -> list[ExchangeEvent]:
+    def _message_events(self, round_: MessageRound) -> list[ExchangeEvent]:
         raw = bytes(round_.body)
         try:
             parsed = orjson.loads(raw)
@@ -202,15 +207,6 @@ class AnthropicExchange:
         # A stream's loop is always an in-stream event (SPEC §8), never a 422 before it.
         streaming = self._stream_core is not None
         return LoopDetected(error=error, before_first_byte=not (self._forwarded or streaming))
-
-    def _check_receiving(self) -> None:
-        if self.phase is not ExchangePhase.RECEIVING:
-            raise ExchangeClosed(f"upstream input while the exchange is {self.phase.name}")
-
-    def _move(self, to: ExchangePhase) -> None:
-        if to not in _TRANSITIONS[self.phase]:
-            raise ExchangeClosed(f"the exchange cannot go from {self.phase.name} to {to.name}")
-        self.phase = to
 
 
 def _placeholder_start(body: dict[str, Any]) -> dict[str, Any]:

@@ -112,6 +112,9 @@ class AnthropicStream:
         self._delta_extra: dict[str, Any] = {}  # its other keys, kept
         self._usage: dict[str, Any] | None = None
         self._out: list[bytes] = []
+        # The client's block open now (-1: none), and whether the message completed one.
+        self._client_open = -1
+        self._completed = self._carry.next_index > 0  # earlier rounds' blocks all closed
         self.phase = StreamPhase.STREAMING
         self.notes: list[Note] = []
         self.error: ReplayLoopDetected | None = None
@@ -237,7 +240,20 @@ class AnthropicStream:
     def _take_index(self) -> int:
         index = self._next
         self._next += 1
+        self._client_open = index  # every index taken is a block the client sees start
         return index
+
+    def block_before_error(self) -> bytes:
+        """An empty text block when the message has no completed block and none open: Claude
+        Code ends the turn on an error event only after a completed block (without one it
+        re-sends the request without streaming, SPEC §8)."""
+        if self._completed or self._client_open >= 0:
+            return b""
+        index = self._take_index()
+        self._stop(index)
+        start = {"type": "content_block_start", "index": index}
+        head = encode({**start, "content_block": {"type": "text", "text": ""}})
+        return head + b"".join(self._take())
 
     def _block_start(self, obj: dict[str, Any], raw: bytes) -> None:
         # Anthropic streams one block at a time: a new block ends any the upstream left open.
@@ -304,6 +320,8 @@ class AnthropicStream:
             self._stop(block.index)
 
     def _stop(self, index: int) -> None:
+        self._completed = True
+        self._client_open = -1
         self._out.append(encode({"type": "content_block_stop", "index": index}))
 
     # -- tool_use blocks -----------------------------------------------------------------------

@@ -99,10 +99,10 @@ class ResponseIds:
         policy: str,
         guard: GuardState,
         hex_source: Callable[[], str] | None = None,
-        mint_prefix: str = "call",
+        mint_prefix: str = "call_",
     ):
         self.facts = facts
-        self.mint_prefix = mint_prefix  # SPEC §8: `toolu` on Anthropic Messages
+        self.mint_prefix = mint_prefix  # SPEC §8: `toolu_` on Anthropic Messages
         self.policy = policy
         self.guard = guard
         # The random half of minted ids: from the guard's injected entropy unless a test

@@ -74,7 +74,22 @@ class RouteRules:
     text_tool_calls: bool = True
 
 
-class ChatExchange:
+class RoundPhases:
+    """The phase table's checks, for every surface's exchange."""
+
+    phase: ExchangePhase
+
+    def _check_receiving(self) -> None:
+        if self.phase is not ExchangePhase.RECEIVING:
+            raise ExchangeClosed(f"upstream input while the exchange is {self.phase.name}")
+
+    def _move(self, to: ExchangePhase) -> None:
+        if to not in _TRANSITIONS[self.phase]:
+            raise ExchangeClosed(f"the exchange cannot go from {self.phase.name} to {to.name}")
+        self.phase = to
+
+
+class ChatExchange(RoundPhases):
     """A Chat Completions request across its rounds."""
 
     def __init__(
@@ -99,7 +114,7 @@ class ChatExchange:
         self._forwarded = False  # some bytes of the response reached the shell
         # The round being fed: a stream's core, or a whole message's body (never both).
         self._stream_core: StreamSanitizer | None = None
-        self._message: _MessageRound | None = None
+        self._message: MessageRound | None = None
         self._carry: Carry | None = None  # the earlier rounds' message, once there are some
         self._content_before = ""  # non-streaming: the earlier rounds' content
 
@@ -116,7 +131,7 @@ class ChatExchange:
             )
             self._message = None
         else:
-            self._message = _MessageRound(ids)
+            self._message = MessageRound(ids)
             self._stream_core = None
 
     def feed(self, data: bytes) -> list[ExchangeEvent]:
@@ -196,7 +211,7 @@ class ChatExchange:
 
     # -- non-streaming rounds ------------------------------------------------------------------
 
-    def _message_events(self, round_: _MessageRound) -> list[ExchangeEvent]:
+    def _message_events(self, round_: MessageRound) -> list[ExchangeEvent]:
         raw = bytes(round_.body)
         try:
             parsed = orjson.loads(raw)
@@ -258,18 +273,9 @@ class ChatExchange:
         self._move(ExchangePhase.FAILED)
         return LoopDetected(error=error, before_first_byte=not self._forwarded)
 
-    def _check_receiving(self) -> None:
-        if self.phase is not ExchangePhase.RECEIVING:
-            raise ExchangeClosed(f"upstream input while the exchange is {self.phase.name}")
-
-    def _move(self, to: ExchangePhase) -> None:
-        if to not in _TRANSITIONS[self.phase]:
-            raise ExchangeClosed(f"the exchange cannot go from {self.phase.name} to {to.name}")
-        self.phase = to
-
 
 @dataclass(slots=True)
-class _MessageRound:
+class MessageRound:
     ids: ResponseIds
-    # The whole body: a chat completion is read before it is answered.
+    # The whole body: a message is read before it is answered.
     body: bytearray = field(default_factory=bytearray)

@@ -19,13 +19,15 @@ from anthropic_wire import (
     tool_use,
 )
 
+from proxy.anthropic.exchange import AnthropicExchange
 from proxy.chat.events import Forward, LoopDetected
 from proxy.chat.exchange import RouteRules
 from proxy.chat.ids import mint_client_id
+from proxy.errors import UpstreamStreamError
 
 LS = {"command": "ls"}
 # Turn 1's call as the client holds it: minted from `functions.Bash:0`.
-MINTED = mint_client_id(1, 0, "abcd", "functions.Bash:0", "toolu")
+MINTED = mint_client_id(1, 0, "abcd", "functions.Bash:0", "toolu_")
 HISTORY = (
     assistant({"type": "text", "text": "Looking."}, tool_use(MINTED, "Bash", LS)),
     results(MINTED),
@@ -104,7 +106,15 @@ def test_a_replay_of_the_answered_replay_trips_the_breaker_in_the_stream() -> No
     got = run(request(*HISTORY), [_replay_round(prose=False), again])
     assert got.loop is not None and got.loop.before_first_byte is False
     received = got.read()
-    assert received.types()[0] == "message_start"  # the error comes inside a message
+    # Inside a message, after a completed block: Claude Code then ends the turn (without
+    # one it re-sends the request without streaming and gets the 422, twice more).
+    assert received.types() == [
+        "message_start",
+        "content_block_start",
+        "content_block_stop",
+        "error",
+    ]
+    assert received.message["content"] == [{"type": "text", "text": ""}]
     assert received.error is not None
     error = received.error["error"]
     assert error["type"] == "loop_detected"
@@ -144,10 +154,31 @@ def test_a_loop_before_any_upstream_byte_still_comes_after_a_message_start() -> 
     assert got.loop is not None and got.loop.before_first_byte is False
     exchange = got.exchange
     assert exchange is not None
-    # A stream_error with no message_start yet sent (a fresh exchange) carries its own.
+    # A stream_error with no message_start yet sent (a fresh round) carries its own.
     fresh = type(exchange)(request(), b"{}", RouteRules())
-    data = fresh.stream_error(got.loop.error)
-    received = read(data)
+    fresh.begin_round(stream=True)
+    received = read(fresh.stream_error(got.loop.error))
+    assert received.types() == [
+        "message_start",
+        "content_block_start",
+        "content_block_stop",
+        "error",
+    ]
+
+
+def test_a_loop_after_a_completed_block_adds_no_block() -> None:
+    again = start("m2") + tool(0, "functions.Bash:1", "Bash", LS) + end()
+    got = run(request(*HISTORY), [_replay_round(prose=True), again])
+    received = got.read()
+    assert received.types()[-2:] == ["content_block_stop", "error"]
+    assert received.message["content"] == [{"type": "text", "text": "Again."}]
+
+
+def test_an_upstream_failure_adds_no_block() -> None:
+    """Only a loop must be final; a broken upstream may well be retried."""
+    fresh = AnthropicExchange(request(), b"{}", RouteRules())
+    fresh.begin_round(stream=True)
+    received = read(fresh.stream_error(UpstreamStreamError("cut")))
     assert received.types() == ["message_start", "error"]
 
 

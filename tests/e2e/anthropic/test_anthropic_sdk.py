@@ -209,3 +209,18 @@ def test_metrics_carry_the_surface(make_proxy: ProxyFactory) -> None:
     assert re.search(
         r'toolcall_proxy_requests_total\{[^}]*surface="anthropic_messages"[^}]*\} [1-9]', text
     )
+
+
+@pytest.mark.parametrize("model", ["leak-kimi", "leak-hermes", "leak-glm"])
+def test_tool_calls_leaked_into_text_become_tool_use_blocks(
+    proxy: ServerThread, model: str
+) -> None:
+    run = tool_loop(client(proxy.url), model, stream=True)
+    assert run.final_text == "All 3 rounds done."
+    assert [name for name, _ in run.executed] == ["Bash"] * 3
+    assert all(i.startswith("toolu_") for i in run.ids)
+
+
+def test_control_without_the_proxy_leaked_calls_stay_text(simulator: ServerThread) -> None:
+    run = tool_loop(client(simulator.url), "leak-kimi", stream=True)
+    assert run.executed == [] and run.final_text and "<|tool_call_begin|>" in run.final_text
