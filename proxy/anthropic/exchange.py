@@ -22,7 +22,7 @@ from proxy.anthropic.request import translate_messages
 from proxy.anthropic.stream import AnthropicStream, MessageCarry, StreamPhase, output_tokens
 from proxy.anthropic.wire import encode, error_event
 from proxy.chat.decide import ResponseIds
-from proxy.chat.events import ExchangeEvent, Forward, LoopDetected, OpenFollowup, UpstreamBroken
+from proxy.chat.events import ExchangeEvent, Forward, LoopDetected, UpstreamBroken
 from proxy.chat.exchange import (
     ExchangeClosed,
     ExchangePhase,
@@ -185,22 +185,13 @@ class AnthropicExchange(RoundPhases):
         self._first_body = self._first_body or parsed
         return self._followup(blocks, replays)
 
-    def _finish(self, body: bytes) -> list[ExchangeEvent]:
-        self._forwarded = True
-        self._move(ExchangePhase.ENDED)
-        return [Forward(data=body, last=True)]
-
     # -- across rounds -------------------------------------------------------------------------
 
     def _followup(self, blocks: list[dict[str, Any]], replays: list[Replay]) -> ExchangeEvent:
-        try:
-            self._upstream_body, self.facts = build_followup(
-                self._upstream_body, self.facts, self.guard, blocks, replays
-            )
-        except ReplayLoopDetected as exc:
-            return self._loop(exc)
-        self._move(ExchangePhase.WAITING)
-        return OpenFollowup(body=dumps(self._upstream_body), replays=tuple(replays))
+        return self._open_followup(
+            lambda: build_followup(self._upstream_body, self.facts, self.guard, blocks, replays),
+            replays,
+        )
 
     def _loop(self, error: ReplayLoopDetected) -> LoopDetected:
         self._move(ExchangePhase.FAILED)

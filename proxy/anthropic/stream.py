@@ -227,7 +227,7 @@ class AnthropicStream:
     def _passthrough(self, obj: dict[str, Any], raw: bytes) -> None:
         """ping, error and unknown events: unchanged (an index follows its block's)."""
         kind = obj.get("type")
-        block = self._open.get(obj.get("index"), None) if "index" in obj else None
+        block = self._open.get(_key(obj)) if "index" in obj else None
         if isinstance(block, PassBlock) and block.index != obj.get("index"):
             self._out.append(encode({**obj, "index": block.index}))
         elif isinstance(kind, str):
@@ -261,7 +261,7 @@ class AnthropicStream:
         block = obj.get("content_block")
         block = block if isinstance(block, dict) else {}
         kind = block.get("type")
-        key = obj.get("index")
+        key = _key(obj)
         if kind == "tool_use":
             self._open[key] = self._tool_start(block)
         elif kind == "text" and self._scan:
@@ -278,7 +278,7 @@ class AnthropicStream:
             self._out.append(_reindexed(obj, raw, index, "content_block_start"))
 
     def _block_delta(self, obj: dict[str, Any], raw: bytes) -> None:
-        block = self._block_at(obj.get("index"))
+        block = self._block_at(_key(obj))
         if block is None:
             self._passthrough(obj, raw)
         elif isinstance(block, ToolBlock):
@@ -290,7 +290,7 @@ class AnthropicStream:
             self._out.append(_reindexed(obj, raw, block.index, "content_block_delta"))
 
     def _block_stop(self, obj: dict[str, Any], raw: bytes) -> None:
-        key = obj.get("index")
+        key = _key(obj)
         if key not in self._open and len(self._open) == 1:
             key = next(iter(self._open))
         block = self._open.pop(key, None)
@@ -445,6 +445,12 @@ _HANDLERS = {
     "message_stop": AnthropicStream._message_stop,
     "error": AnthropicStream._error,
 }
+
+
+def _key(obj: dict[str, Any]) -> object:
+    """An event's block index as a key (an index no block can have, such as a list, is None)."""
+    value = obj.get("index")
+    return value if isinstance(value, int | str) else None
 
 
 def _kept_lines(other: tuple[bytes, ...]) -> tuple[bytes, ...]:

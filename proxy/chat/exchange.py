@@ -75,9 +75,37 @@ class RouteRules:
 
 
 class RoundPhases:
-    """The phase table's checks, for every surface's exchange."""
+    """What every surface's exchange does the same way across rounds: the phase table's
+    checks, ending the client's body, and opening a follow-up round (or tripping)."""
 
     phase: ExchangePhase
+    facts: HistoryFacts
+    _upstream_body: dict[str, Any]
+    _forwarded: bool
+
+    def _finish(self, body: bytes) -> list[ExchangeEvent]:
+        self._forwarded = True
+        self._move(ExchangePhase.ENDED)
+        return [Forward(data=body, last=True)]
+
+    def _open_followup(
+        self,
+        build: Callable[[], tuple[dict[str, Any], HistoryFacts]],
+        replays: list[Replay],
+    ) -> ExchangeEvent:
+        """SPEC §5: the follow-up request `build` renders in the surface's grammar; or the
+        breaker, when one more round is one too many."""
+        try:
+            self._upstream_body, self.facts = build()
+        except ReplayLoopDetected as exc:
+            return self._loop(exc)
+        self._move(ExchangePhase.WAITING)
+        # jsontext.dumps: a valid history nested past 254 levels must not raise
+        return OpenFollowup(body=dumps(self._upstream_body), replays=tuple(replays))
+
+    def _loop(self, error: ReplayLoopDetected) -> LoopDetected:
+        self._move(ExchangePhase.FAILED)
+        return LoopDetected(error=error, before_first_byte=not self._forwarded)
 
     def _check_receiving(self) -> None:
         if self.phase is not ExchangePhase.RECEIVING:
@@ -249,29 +277,14 @@ class ChatExchange(RoundPhases):
             )
         return self._finish(dumps(parsed) if result.changed else raw)
 
-    def _finish(self, body: bytes) -> list[ExchangeEvent]:
-        self._forwarded = True
-        self._move(ExchangePhase.ENDED)
-        return [Forward(data=body, last=True)]
-
     # -- across rounds -------------------------------------------------------------------------
 
     def _followup(self, content: str, replays: list[Replay]) -> ExchangeEvent:
-        """SPEC §5: the previous request, this round's message and one synthetic answer per
-        replay; or the breaker, when one more round is one too many."""
-        try:
-            self._upstream_body, self.facts = build_followup(
-                self._upstream_body, self.facts, self.guard, content, replays
-            )
-        except ReplayLoopDetected as exc:
-            return self._loop(exc)
-        self._move(ExchangePhase.WAITING)
-        # jsontext.dumps: a valid history nested past 254 levels must not raise
-        return OpenFollowup(body=dumps(self._upstream_body), replays=tuple(replays))
-
-    def _loop(self, error: ReplayLoopDetected) -> LoopDetected:
-        self._move(ExchangePhase.FAILED)
-        return LoopDetected(error=error, before_first_byte=not self._forwarded)
+        """The previous request, this round's message and one synthetic answer per replay."""
+        return self._open_followup(
+            lambda: build_followup(self._upstream_body, self.facts, self.guard, content, replays),
+            replays,
+        )
 
 
 @dataclass(slots=True)

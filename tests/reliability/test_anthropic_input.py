@@ -222,7 +222,7 @@ def test_odd_upstream_streams_never_crash_the_stream(make_proxy: ProxyFactory, n
         response = httpx.post(proxy.url + MESSAGES, json=body, headers=HEADERS, timeout=30)
         assert response.status_code == 200
         no_traceback(response.content)
-        assert b"proxy_internal_error" not in response.content
+        assert b"could not process" not in response.content  # the shell's net for core bugs
         for chunk in response.content.split(b"\n\n"):
             lines = [ln for ln in chunk.split(b"\n") if ln]
             assert all(ln.startswith((b"event: ", b"data: ", b":")) for ln in lines), chunk

@@ -63,6 +63,20 @@ def text(index: int, *pieces: str, stop: bool = True) -> bytes:
     return b"".join(out)
 
 
+def thinking(index: int, thought: str, signature: str) -> bytes:
+    """A thinking block with its signature, as Claude models stream one."""
+    block = {"type": "thinking", "thinking": "", "signature": ""}
+    deltas = [
+        {"type": "thinking_delta", "thinking": thought},
+        {"type": "signature_delta", "signature": signature},
+    ]
+    return (
+        ev({"type": "content_block_start", "index": index, "content_block": block})
+        + b"".join(ev({"type": "content_block_delta", "index": index, "delta": d}) for d in deltas)
+        + ev({"type": "content_block_stop", "index": index})
+    )
+
+
 def tool(
     index: int,
     raw_id: object,

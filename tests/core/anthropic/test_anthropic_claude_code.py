@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 
 import orjson
-from anthropic_wire import end, ev, run, start, tool
+from anthropic_wire import end, run, start, thinking, tool
 
 from proxy.anthropic.request import translate_messages
 
@@ -74,31 +74,12 @@ def test_only_the_ids_change_upstream() -> None:
 
 
 def test_a_thinking_round_whose_call_is_a_replay_is_followed_up_with_its_thinking_first() -> None:
-    thinking = (
-        ev(
-            {
-                "type": "content_block_start",
-                "index": 0,
-                "content_block": {"type": "thinking", "thinking": "", "signature": ""},
-            }
-        )
-        + ev(
-            {
-                "type": "content_block_delta",
-                "index": 0,
-                "delta": {"type": "thinking_delta", "thinking": "Again?"},
-            }
-        )
-        + ev(
-            {
-                "type": "content_block_delta",
-                "index": 0,
-                "delta": {"type": "signature_delta", "signature": "SIG2"},
-            }
-        )
-        + ev({"type": "content_block_stop", "index": 0})
+    replay = (
+        start()
+        + thinking(0, "Again?", "SIG2")
+        + tool(1, "functions.Grep:0", "Grep", {"pattern": "a"})
+        + end()
     )
-    replay = start() + thinking + tool(1, "functions.Grep:0", "Grep", {"pattern": "a"}) + end()
     final = start("m2") + tool(0, "functions.Grep:3", "Grep", {"pattern": "c"}) + end()
     got = run(BODY, [replay, final])
     [followup] = got.followups

@@ -15,6 +15,7 @@ from anthropic_wire import (
     run,
     start,
     text,
+    thinking,
     tool,
 )
 
@@ -178,30 +179,7 @@ def test_a_block_without_input_gets_an_empty_object() -> None:
     assert partial == ["{}"]
 
 
-THINKING = (
-    ev(
-        {
-            "type": "content_block_start",
-            "index": 0,
-            "content_block": {"type": "thinking", "thinking": "", "signature": ""},
-        }
-    )
-    + ev(
-        {
-            "type": "content_block_delta",
-            "index": 0,
-            "delta": {"type": "thinking_delta", "thinking": "Hmm."},
-        }
-    )
-    + ev(
-        {
-            "type": "content_block_delta",
-            "index": 0,
-            "delta": {"type": "signature_delta", "signature": "EqQBCgIYAh=="},
-        }
-    )
-    + ev({"type": "content_block_stop", "index": 0})
-)
+THINKING = thinking(0, "Hmm.", "EqQBCgIYAh==")
 REDACTED = ev(
     {
         "type": "content_block_start",
@@ -391,3 +369,29 @@ def test_an_upstream_error_event_ends_the_stream_as_it_came() -> None:
     got = run(request(), [upstream])
     assert got.client.endswith(ev(error))
     assert read(got.client).error == error
+
+
+def test_indexes_no_block_can_have_are_read_as_missing() -> None:
+    """An upstream's index may be any JSON value; the core must not fail on a list."""
+    upstream = (
+        start()
+        + ev(
+            {
+                "type": "content_block_start",
+                "index": [1],
+                "content_block": {"type": "text", "text": ""},
+            }
+        )
+        + ev(
+            {
+                "type": "content_block_delta",
+                "index": {},
+                "delta": {"type": "text_delta", "text": "x"},
+            }
+        )
+        + ev({"type": "content_block_stop", "index": None})
+        + ev({"type": "some_event", "index": [2]})
+        + end("end_turn")
+    )
+    got = run(request(), [upstream]).read()
+    assert got.message["content"] == [{"type": "text", "text": "x"}]
