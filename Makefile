@@ -54,8 +54,8 @@ unit: $(VENV)/.dev $(NODE_CLIENTS)/node_modules/.installed
 
 test: lint typecheck unit
 
-# Coding-agent CLIs for tests/agents (opencode, pi, qwen-code, Codex and the Node 22 that qwen-code
-# needs), pinned by the committed package-lock.json; about 1.3 GB.
+# Coding-agent CLIs for tests/agents (opencode, pi, qwen-code, Claude Code, Codex and the Node 22
+# that qwen-code needs), pinned by the committed package-lock.json; about 1.7 GB.
 AGENT_CLIS := tests/agents/node
 $(AGENT_CLIS)/node_modules/.installed: $(AGENT_CLIS)/package.json $(AGENT_CLIS)/package-lock.json
 	cd $(AGENT_CLIS) && npm ci --no-audit --no-fund

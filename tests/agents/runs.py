@@ -118,14 +118,14 @@ class Run:
 
 
 def _history_ids(body: JSON) -> list[str]:
-    """The tool-call ids of a request's history: Chat Completions' assistant `tool_calls`, or
-    the `call_id`s of Responses' `function_call` and `custom_tool_call` items."""
+    """The tool-call ids of a request's history: its assistant messages' calls (Chat
+    Completions, Anthropic), or the `call_id`s of Responses' `function_call` and
+    `custom_tool_call` items."""
     calls = [
         call
         for message in body.get("messages") or []
         if isinstance(message, dict) and message.get("role") == "assistant"
-        for call in message.get("tool_calls") or []
-        if isinstance(call, dict)
+        for call in _calls(message)
     ]
     items = [
         item
@@ -133,6 +133,17 @@ def _history_ids(body: JSON) -> list[str]:
         if isinstance(item, dict) and item.get("type") in ("function_call", "custom_tool_call")
     ]
     return [str(call.get("id")) for call in calls] + [str(item.get("call_id")) for item in items]
+
+
+def _calls(message: JSON) -> list[JSON]:
+    """An assistant message's tool calls: Chat Completions `tool_calls`, or Anthropic
+    `tool_use` content blocks."""
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else []
+        calls = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+    return [call for call in calls if isinstance(call, dict)]
 
 
 def run_agent(agent: Agent, cell: Cell, route: str, root: Path) -> Run:
@@ -144,7 +155,7 @@ def run_agent(agent: Agent, cell: Cell, route: str, root: Path) -> Run:
         if route == "proxy":
             upstream = Route(name="default", upstream=sim.url + "/v1")
             server = stack.enter_context(serving(create_app(Settings(routes=(upstream,)))))
-        call = agent.invocation(scratch, server.url + "/v1", cell.model)
+        call = agent.invocation(scratch, server.url, cell.model)
         returncode, seconds, output = _execute(call.argv, call.env, call.stdin, scratch)
         trips = _breaker_trips(server.url) if route == "proxy" else None
         requests = list(log.requests)
