@@ -107,7 +107,7 @@ def _run(mode: str, root: Path) -> Outcome:
     upstream = ScriptedUpstream(mode, scratch.shell_command())
     app = Starlette(routes=[Route("/v1/responses", upstream.responses, methods=["POST"])])
     with serving(app) as server:
-        call = CODEX.invocation(scratch, server.url + "/v1", "scripted")
+        call = CODEX.invocation(scratch, server.url, "scripted")
         returncode, _seconds, output = _execute(call.argv, call.env, call.stdin, scratch)
     return Outcome(len(upstream.bodies) - 1, returncode, _runs(scratch), output)
 
