@@ -3,7 +3,8 @@
 The app (as `create_app` builds it) and the benchmark upstream (`bench.upstream.serve`) run on
 one uvloop loop, and requests are made by calling the ASGI app with an in-memory receive and
 send: no uvicorn, no client, so what is measured is the app, the httpx client, the transport
-and the upstream's small share, one request at a time.
+and the upstream's small share, one request at a time. Logging is configured as `serve`
+configures it (the JSON request line at the default level, info), written to /dev/null.
 
     python -m bench.inprocess [KIND] [--requests N]      CPU us per request (process time)
     python -m bench.inprocess [KIND] --profile           cProfile of N requests, top 30
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import logging
 import os
 import pstats
 import re
@@ -32,7 +34,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import uvloop
@@ -41,6 +43,7 @@ from bench.client import toolcall_body
 from bench.upstream import TOOLCALL_ID, serve
 from proxy.app import create_app
 from proxy.config import Route, Settings
+from proxy.observability import LOGGER, configure_logging
 from tests.servers import free_port
 
 WARMUP = 200
@@ -122,7 +125,17 @@ async def _run(kind: str, requests: int, profile: bool) -> float:
         writer.close()
         break
     route = Route(name="bench", upstream=f"http://127.0.0.1:{port}/v1")
-    app = create_app(Settings(routes=(route,)))
+    settings = Settings(routes=(route,))
+    configure_logging(settings.log_level)  # as `serve` does: one JSON line per request
+    with open(os.devnull, "w") as sink:
+        for handler in LOGGER.handlers:
+            cast(logging.StreamHandler[Any], handler).setStream(sink)
+        return await _measure(create_app(settings), kind, requests, profile, upstream)
+
+
+async def _measure(
+    app: Any, kind: str, requests: int, profile: bool, upstream: asyncio.Task[None]
+) -> float:
     one = _request(app, _body(kind))
     try:
         await _check(app, kind)
