@@ -12,6 +12,7 @@ import asyncio
 import gc
 import hmac
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -31,13 +32,20 @@ from proxy.asgi import (
     send_refusal,
     with_request_id,
 )
-from proxy.chat_handler import ChatHandler, ChatRequest
+from proxy.codecs import codec_for, credential_for
 from proxy.config import FLAGS_ENV, SIMULATOR_MOUNT, Route, Settings, settings_from_flags
 from proxy.cors import CORSMiddleware
-from proxy.errors import AuthenticationError, ClientRequestError, ProxyError, RequestTooLarge
+from proxy.errors import (
+    AuthenticationError,
+    ClientRequestError,
+    ProxyError,
+    RequestTooLarge,
+    openai_error_response,
+)
+from proxy.exchange_handler import ExchangeHandler, ExchangeRequest
 from proxy.observability import LOGGER, Metrics, RequestLog, configure_logging
 from proxy.server import ResponseProgress, end_for_shutdown
-from proxy.surfaces import CHAT_COMPLETIONS
+from proxy.surface_codec import SurfaceCodec
 from proxy.upstream import (
     PROXY_KEY_HEADER,
     client_response_headers,
@@ -63,7 +71,7 @@ class ProxyApp:
         self.metrics = metrics or Metrics()
         self._own_client = client is None
         self.client = client or make_upstream_client()
-        self.chat = ChatHandler(self.client, self.metrics)
+        self.exchanges = ExchangeHandler(self.client, self.metrics)
         self.ready = False
         self.draining = False
         self._open: set[asyncio.Task[Any]] = set()  # requests being served, for the drain
@@ -145,6 +153,7 @@ class ProxyApp:
         request_id = _request_id(scope)
         request_body = RequestBody(receive, scope)
         prefix, rest = self._split(path)
+        codec = codec_for(scope["method"], rest) if rest is not None else None
         try:
             if rest is None:
                 raise ClientRequestError(
@@ -153,9 +162,11 @@ class ProxyApp:
             check_header_limits(scope)  # 431: uvicorn+httptools bound neither count nor size
             self._authorize(scope)
         except ProxyError as exc:
-            await send_refusal(send, exc, request_id, request_body)
+            render = codec.error_response if codec is not None else openai_error_response
+            await send_refusal(send, exc, request_id, request_body, render)
             return
-        await self._serve(scope, request_body, receive, send, prefix, rest, request_id)
+        call = _Call(scope, request_body, receive, send, prefix, rest, request_id, codec)
+        await self._serve(call)
 
     def _split(self, path: str) -> tuple[str, str | None]:
         """`/v1/x` -> ("", "/x"); `/kimi/v1/x` -> ("/kimi", "/x") for a route prefix."""
@@ -185,54 +196,26 @@ class ProxyApp:
         if not ok:
             raise AuthenticationError("the proxy key is not valid")
 
-    async def _serve(
-        self,
-        scope: Scope,
-        request_body: RequestBody,
-        receive: Receive,
-        send: Send,
-        prefix: str,
-        rest: str,
-        request_id: str,
-    ) -> None:
-        method: str = scope["method"]
-        log = RequestLog(request_id, "?", method, scope["path"])
+    async def _serve(self, call: _Call) -> None:
+        scope = call.scope
+        log = RequestLog(call.request_id, "?", scope["method"], scope["path"])
+        surface = call.codec.surface.label if call.codec is not None else "other"
         status = 500
-        stream = False
-        send = progress = ResponseProgress(send)
+        call.send = progress = ResponseProgress(call.send)
         task = asyncio.current_task()
         if task is not None:
             self._open.add(task)
         try:
-            limit = self.settings.max_body_bytes
-            declared = header(scope, b"content-length")
-            if declared is not None and declared.isdigit() and int(declared) > limit:
-                raise RequestTooLarge(f"request body exceeds the limit of {limit} bytes")
-            raw = await request_body.read(limit)
-            is_chat = method == "POST" and rest == CHAT_COMPLETIONS.path
-            body = _parse_chat_body(raw) if is_chat else None
-            model = body.get("model") if body is not None else None
-            route = self.settings.route_for(prefix, model if isinstance(model, str) else None)
-            if route is None:
-                raise ClientRequestError(
-                    f"no route matches model {model!r}", code="model_not_found", status=404
-                )
+            route, raw, body = await self._read(call)
             log.fields["route"] = route.name
-            stream = body is not None and body.get("stream") is True
+            call.stream = body is not None and body.get("stream") is True
             status = await self._until_disconnect(
-                self._forward(scope, send, route, rest, raw, body, request_id, log),
-                receive,
-                log,
-                progress,
+                self._forward(call, route, raw, body, log), call.receive, log, progress
             )
         except ClientDisconnected:
             status = 499
         except ProxyError as exc:
-            status = exc.status
-            if exc.error_type == "upstream_error":
-                self.metrics.upstream_errors.labels(exc.code or "upstream").inc()
-            log.fields["error"] = exc.code
-            await send_refusal(send, exc, request_id, request_body)
+            status = await self._refuse(call, exc, log)
         except asyncio.CancelledError:
             # Client disconnects are settled in _until_disconnect; what else cancels a request
             # task is the server stopping (the drain timeout, or uvicorn's own at its timeout).
@@ -241,40 +224,64 @@ class ProxyApp:
             task.uncancel()
             log.fields["error"] = "shutting_down"
             self.metrics.shutdown_cuts.inc()
-            status = await end_for_shutdown(progress, request_id)
+            status = await end_for_shutdown(progress, call.request_id)
         finally:
             if task is not None:
                 self._open.discard(task)
-            duration = log.finish(status, stream=stream)
+            duration = log.finish(status, stream=call.stream)
             self.metrics.duration.observe(duration)
             self.metrics.requests.labels(
-                log.fields["route"], str(status), str(stream).lower()
+                log.fields["route"], str(status), str(call.stream).lower(), surface
             ).inc()
+
+    async def _read(self, call: _Call) -> tuple[Route, bytes, dict[str, Any] | None]:
+        """The request's body (parsed, for a repaired surface) and the route that serves it."""
+        limit = self.settings.max_body_bytes
+        declared = header(call.scope, b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise RequestTooLarge(f"request body exceeds the limit of {limit} bytes")
+        raw = await call.request_body.read(limit)
+        body = call.codec.parse_body(raw) if call.codec is not None else None
+        model = body.get("model") if body is not None else None
+        route = self.settings.route_for(call.prefix, model if isinstance(model, str) else None)
+        if route is None:
+            raise ClientRequestError(
+                f"no route matches model {model!r}", code="model_not_found", status=404
+            )
+        return route, raw, body
+
+    async def _refuse(self, call: _Call, exc: ProxyError, log: RequestLog) -> int:
+        """An error before the response began, in the shape of the request's surface."""
+        if exc.error_type == "upstream_error":
+            self.metrics.upstream_errors.labels(exc.code or "upstream").inc()
+        log.fields["error"] = exc.code
+        render = call.codec.error_response if call.codec is not None else openai_error_response
+        await send_refusal(call.send, exc, call.request_id, call.request_body, render)
+        return render(exc)[0]
 
     async def _forward(
         self,
-        scope: Scope,
-        send: Send,
+        call: _Call,
         route: Route,
-        rest: str,
         raw: bytes,
         body: dict[str, Any] | None,
-        request_id: str,
         log: RequestLog,
     ) -> int:
+        scope = call.scope
         strip_auth = bool(self.settings.proxy_keys) and header(scope, PROXY_KEY_HEADER) is None
         headers = upstream_request_headers(
             scope["headers"],
             route,
-            request_id,
+            call.request_id,
             strip_authorization=strip_auth,
             identity_encoding=body is not None,
+            credential=credential_for(call.rest),
         )
-        url = upstream_url(route, rest, scope.get("query_string", b""))
-        if body is not None:
-            request = ChatRequest(route, url, headers, request_id, log)
-            return await self.chat.handle(request, send, raw, body)
-        return await self._passthrough(scope, send, route, url, headers, raw, log)
+        url = upstream_url(route, call.rest, scope.get("query_string", b""))
+        if body is not None and call.codec is not None:
+            request = ExchangeRequest(call.codec, route, url, headers, call.request_id, log)
+            return await self.exchanges.handle(request, call.send, raw, body)
+        return await self._passthrough(scope, call.send, route, url, headers, raw, log)
 
     async def _passthrough(
         self,
@@ -342,18 +349,19 @@ class ProxyApp:
             watcher.cancel()
 
 
-def _parse_chat_body(raw: bytes) -> dict[str, Any]:
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise ClientRequestError(
-            f"request body is not valid JSON: {exc}", code="invalid_json"
-        ) from None
-    if not isinstance(body, dict):
-        raise ClientRequestError("request body must be a JSON object", code="invalid_body")
-    if not isinstance(body.get("messages"), list):
-        raise ClientRequestError("'messages' must be a list", code="invalid_messages")
-    return body
+@dataclass(slots=True)
+class _Call:
+    """One request under the API base, as the app serves it."""
+
+    scope: Scope
+    request_body: RequestBody
+    receive: Receive
+    send: Send
+    prefix: str  # the route prefix (`/kimi` of `/kimi/v1/...`), or ""
+    rest: str  # the path under the base: `/chat/completions`
+    request_id: str
+    codec: SurfaceCodec | None  # the repaired surface that serves it; None: passed through
+    stream: bool = False
 
 
 def _request_id(scope: Scope) -> str:

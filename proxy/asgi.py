@@ -6,7 +6,13 @@ import asyncio
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from proxy.errors import HeadersTooLarge, ProxyError, RequestTooLarge
+from proxy.errors import (
+    ErrorRenderer,
+    HeadersTooLarge,
+    ProxyError,
+    RequestTooLarge,
+    openai_error_response,
+)
 from proxy.jsontext import dumps
 
 Scope = MutableMapping[str, Any]
@@ -143,23 +149,38 @@ async def send_bytes(
     await send({"type": "http.response.body", "body": body})
 
 
-async def send_error(send: Send, error: ProxyError, request_id: str) -> None:
-    await send_json(send, error.status, error.body(), [(b"x-request-id", request_id.encode())])
+async def send_error(
+    send: Send, error: ProxyError, request_id: str, render: ErrorRenderer = openai_error_response
+) -> None:
+    status, payload = render(error)
+    await send_bytes(
+        send,
+        status,
+        payload,
+        [(b"content-type", b"application/json"), (b"x-request-id", request_id.encode())],
+    )
 
 
-async def send_refusal(send: Send, error: ProxyError, request_id: str, body: RequestBody) -> None:
-    """`error` as the answer to a request whose body may still be arriving (see LINGER_*)."""
+async def send_refusal(
+    send: Send,
+    error: ProxyError,
+    request_id: str,
+    body: RequestBody,
+    render: ErrorRenderer = openai_error_response,
+) -> None:
+    """`error` as the answer to a request whose body may still be arriving (see LINGER_*), in
+    the shape of the request's API surface (`render`)."""
     if body.ended or not body.announced:
-        await send_error(send, error, request_id)
+        await send_error(send, error, request_id, render)
         return
-    payload = error.json_bytes()
+    status, payload = render(error)
     headers = [
         (b"content-type", b"application/json"),
         (b"x-request-id", request_id.encode()),
         (b"content-length", str(len(payload)).encode()),
         (b"connection", b"close"),  # the rest of the body is not read past the limits
     ]
-    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     # The answer leaves at once (a client that reads while it sends has it now); only the
     # response's end, after which the server closes the connection, waits for the body.
     await send({"type": "http.response.body", "body": payload, "more_body": True})

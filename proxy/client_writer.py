@@ -1,14 +1,18 @@
-"""How a chat answer reaches the client: as an event stream or as one JSON body.
+"""How an answer reaches the client: as an event stream or as one JSON body.
 
-The chat shell's round loop is written once; what differs between a stream and a whole
-message is only how bytes, failures and a replay loop are written, which lives here.
+The shell's round loop is written once; what differs between a stream and a whole message is
+only how bytes, failures and a replay loop are written, which lives here.
 - `EventStreamWriter`: the head leaves with the first bytes, never before (SPEC §5: until
-  then a replay loop is still a plain HTTP 422); a failure after that is an `error` event.
+  then a replay loop is still a plain HTTP error); a failure after that is the surface's
+  in-stream error (`render`, the exchange's `stream_error`). A surface whose clients retry
+  every HTTP 4xx (`loop_in_stream`, SPEC §8) gets the in-stream form for a loop at once.
 - `MessageWriter`: one body with its head; a failure before it is raised for the app to
   answer with its status (SPEC §6).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from proxy.asgi import Send
 from proxy.errors import ProxyError, ReplayLoopDetected
@@ -17,14 +21,23 @@ Headers = list[tuple[bytes, bytes]]
 
 
 class EventStreamWriter:
-    __slots__ = ("_headers", "ended", "send", "started")
+    __slots__ = ("_headers", "_loop_in_stream", "_render", "ended", "send", "started")
 
     status = 200
     streaming = True
 
-    def __init__(self, send: Send, headers: Headers):
+    def __init__(
+        self,
+        send: Send,
+        headers: Headers,
+        *,
+        render: Callable[[ProxyError], bytes],
+        loop_in_stream: bool = False,
+    ):
         self.send = send
         self._headers = headers
+        self._render = render
+        self._loop_in_stream = loop_in_stream
         self.started = False
         self.ended = False
 
@@ -38,15 +51,16 @@ class EventStreamWriter:
         await self.send({"type": "http.response.body", "body": body, "more_body": not last})
 
     async def fail(self, error: ProxyError) -> None:
-        """SPEC §6: a stream that cannot go on ends with an error event (no `[DONE]`)."""
-        await self.write(error.sse_bytes())
+        """SPEC §6: a stream that cannot go on ends with the surface's error event."""
+        await self.write(self._render(error))
 
     async def stop_loop(self, error: ReplayLoopDetected) -> None:
-        """SPEC §5: a plain 422 (raised to the app) while nothing was sent, else the event;
-        agents that retry a stream's error event (qwen-code) do not retry a 422."""
-        if not self.started:
+        """SPEC §5, §8: a plain HTTP error (raised to the app) while nothing was sent, else the
+        in-stream error; agents that retry a stream's error event (qwen-code) do not retry a
+        422. Where a surface's clients retry every 4xx instead, always the in-stream error."""
+        if not self.started and not self._loop_in_stream:
             raise error
-        await self.write(error.sse_bytes())
+        await self.write(self._render(error))
 
     async def close(self) -> None:
         if not self.ended:

@@ -7,6 +7,7 @@ maps to, so the shell never has to decide that again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -112,3 +113,12 @@ class ReplayLoopDetected(ProxyError):
 
 def error_body(message: str, error_type: str, code: str | None) -> dict[str, Any]:
     return {"error": {"message": message, "type": error_type, "code": code, "param": None}}
+
+
+# How a surface answers an error before the first byte of a response: status and JSON body.
+ErrorRenderer = Callable[[ProxyError], tuple[int, bytes]]
+
+
+def openai_error_response(error: ProxyError) -> tuple[int, bytes]:
+    """SPEC §6: the OpenAI error shape (Chat Completions, Responses, every other path)."""
+    return error.status, error.json_bytes()

@@ -29,27 +29,38 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.requests = Counter(
-            "toolcall_proxy_requests", "Requests served", ["route", "status", "stream"], registry=r
+            "toolcall_proxy_requests",
+            "Requests served",
+            ["route", "status", "stream", "surface"],
+            registry=r,
         )
+        # `surface`: the API surface (proxy.surfaces labels; "other" for passed-through paths)
         self.ids_rewritten = Counter(
-            "toolcall_proxy_ids_rewritten", "Tool-call ids rewritten", ["reason"], registry=r
+            "toolcall_proxy_ids_rewritten",
+            "Tool-call ids rewritten",
+            ["reason", "surface"],
+            registry=r,
         )
         self.calls_dropped = Counter(
             "toolcall_proxy_calls_dropped",
             "Tool calls withheld from the client",
-            ["reason"],
+            ["reason", "surface"],
             registry=r,
         )
         self.deltas_repaired = Counter(
-            "toolcall_proxy_deltas_repaired", "Stream shapes repaired", ["kind"], registry=r
+            "toolcall_proxy_deltas_repaired",
+            "Stream shapes repaired",
+            ["kind", "surface"],
+            registry=r,
         )
         self.replays_answered = Counter(
             "toolcall_proxy_replays_answered",
             "Replays answered with a synthetic tool message",
+            ["surface"],
             registry=r,
         )
         self.breaker_trips = Counter(
-            "toolcall_proxy_breaker_trips", "Replay loops stopped", registry=r
+            "toolcall_proxy_breaker_trips", "Replay loops stopped", ["surface"], registry=r
         )
         self.upstream_errors = Counter(
             "toolcall_proxy_upstream_errors", "Upstream failures", ["kind"], registry=r
@@ -75,17 +86,17 @@ class Metrics:
             registry=r,
         )
 
-    def record_notes(self, notes: Iterable[Note]) -> None:
+    def record_notes(self, notes: Iterable[Note], surface: str) -> None:
         for note in notes:
             match note:
                 case IdRewritten():
-                    self.ids_rewritten.labels(note.reason).inc()
+                    self.ids_rewritten.labels(note.reason, surface).inc()
                 case CallDropped():
-                    self.calls_dropped.labels(note.reason).inc()
+                    self.calls_dropped.labels(note.reason, surface).inc()
                     if note.reason == "duplicate_in_response":
-                        self.ids_rewritten.labels(note.reason).inc()
+                        self.ids_rewritten.labels(note.reason, surface).inc()
                 case DeltaRepaired():
-                    self.deltas_repaired.labels(note.kind).inc()
+                    self.deltas_repaired.labels(note.kind, surface).inc()
 
     def stream_failed(self, log: RequestLog, error: ProxyError) -> None:
         """A response that broke after its head went out: counted, and named in the log line."""

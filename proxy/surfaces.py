@@ -12,13 +12,18 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class Surface:
     name: str  # as its users know it
+    label: str  # in logs and metrics
     path: str  # under a route's `/v1` base
     repaired: bool  # True: tool calls go through the core; False: passed through unchanged
 
 
-CHAT_COMPLETIONS = Surface("Chat Completions", "/chat/completions", repaired=True)
-ANTHROPIC_MESSAGES = Surface("Anthropic Messages", "/messages", repaired=False)
-RESPONSES = Surface("Responses", "/responses", repaired=False)
+CHAT_COMPLETIONS = Surface(
+    "Chat Completions", "chat_completions", "/chat/completions", repaired=True
+)
+ANTHROPIC_MESSAGES = Surface(
+    "Anthropic Messages", "anthropic_messages", "/messages", repaired=False
+)
+RESPONSES = Surface("Responses", "responses", "/responses", repaired=False)
 SURFACES: tuple[Surface, ...] = (CHAT_COMPLETIONS, ANTHROPIC_MESSAGES, RESPONSES)
 
 

@@ -71,21 +71,26 @@ def upstream_request_headers(
     *,
     strip_authorization: bool,
     identity_encoding: bool,
+    credential: tuple[bytes, bytes] = (b"authorization", b"Bearer "),
 ) -> list[tuple[bytes, bytes]]:
     """The client's headers as the upstream should see them (names lowercased).
 
+    A route's upstream key replaces the client's credential in the header its API surface
+    uses (`credential`: header name and value prefix; `x-api-key` for Anthropic Messages).
     Kept as bytes from the ASGI scope to the wire: no decoding and encoding back per header.
     """
     drop = REQUEST_DROP | _connection_tokens(client_headers)
     upstream_key = route.upstream_key
-    if upstream_key or strip_authorization:
+    if strip_authorization:
         drop = drop | {b"authorization"}
+    if upstream_key:
+        drop = drop | {b"authorization", credential[0]}
     if identity_encoding:
         drop = drop | {b"accept-encoding"}
     headers = [(name.lower(), value) for name, value in client_headers]
     headers = [(name, value) for name, value in headers if name not in drop]
     if upstream_key:
-        headers.append((b"authorization", b"Bearer " + upstream_key.encode("latin-1")))
+        headers.append((credential[0], credential[1] + upstream_key.encode("latin-1")))
     if identity_encoding:
         headers.append((b"accept-encoding", b"identity"))
     headers.append((b"x-request-id", request_id.encode("latin-1")))

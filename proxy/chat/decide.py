@@ -18,7 +18,6 @@ from enum import Enum, auto
 from typing import Protocol
 
 from proxy.chat.guard import GuardState, Replay
-from proxy.chat.history import HistoryFacts
 from proxy.chat.ids import (
     REASON_COLLISION,
     REASON_DUPLICATE,
@@ -27,6 +26,7 @@ from proxy.chat.ids import (
     mint_client_id,
     rejection_reason,
 )
+from proxy.chat.ledger import HistoryFacts
 from proxy.chat.notes import CallDropped
 
 

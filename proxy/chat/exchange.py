@@ -1,15 +1,8 @@
 """One client request, from its first upstream round to its last (sans-IO, SPEC §2-§5).
 
 The shell talks to nothing else: it hands the exchange the upstream's body as it arrives
-(`feed`, then `end`) and acts on the small events it gets back, in order:
-- `bytes`: more of the client's body; `Forward`: bytes that end it (a stream's `[DONE]`, or a
-  whole message);
-- `OpenFollowup`: a replay-only round was answered by the proxy; send this request upstream
-  and feed its body to the same exchange (SPEC §5);
-- `LoopDetected`: the breaker tripped; `before_first_byte` says whether the client can still
-  get a plain HTTP 422 (nothing of the response reached it yet);
-- `UpstreamBroken`: the upstream sent what cannot be answered (a follow-up body that is not a
-  JSON object).
+(`feed`, then `end`) and acts on the small events it gets back, in order (`proxy.chat.events`;
+the protocol every surface's exchange follows is `proxy.surface_codec.Exchange`).
 Decisions for logs and metrics are read with `report()`.
 
 The exchange owns what lives across rounds: the translated request, the guard and breaker,
@@ -29,6 +22,13 @@ from typing import Any
 import orjson
 
 from proxy.chat.decide import ResponseIds
+from proxy.chat.events import (
+    ExchangeEvent,
+    Forward,
+    LoopDetected,
+    OpenFollowup,
+    UpstreamBroken,
+)
 from proxy.chat.guard import GuardState, Replay, build_followup
 from proxy.chat.history import HistoryFacts, translate_request
 from proxy.chat.message import merge_continuation, sanitize_completion
@@ -36,36 +36,6 @@ from proxy.chat.notes import Note
 from proxy.chat.stream import Carry, StreamPhase, StreamSanitizer, add_usage
 from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
 from proxy.jsontext import dumps
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Forward:
-    """Bytes that end the client's body (`last`), or a whole message's body."""
-
-    data: bytes
-    last: bool = False
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OpenFollowup:
-    body: bytes
-    replays: tuple[Replay, ...]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LoopDetected:
-    error: ReplayLoopDetected
-    before_first_byte: bool
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UpstreamBroken:
-    error: ProxyError
-
-
-# Plain `bytes` is "forward these; the body goes on": the event of nearly every read of a
-# stream, so no object is built for it on the hot path (measured: bench.inprocess).
-ExchangeEvent = bytes | Forward | OpenFollowup | LoopDetected | UpstreamBroken
 
 
 class ExchangePhase(Enum):
@@ -181,6 +151,10 @@ class ChatExchange:
         """The decisions not yet reported, and the data lines that were not JSON so far."""
         notes, self._notes = self._notes, []
         return notes, self._non_json_now()
+
+    def stream_error(self, error: ProxyError) -> bytes:
+        """SPEC §6: a stream that cannot go on ends with an error event (no `[DONE]`)."""
+        return error.sse_bytes()
 
     def _non_json_now(self) -> int:
         core = self._stream_core

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from proxy.chat.history import FORM_UPSTREAM, Fingerprint, HistoryFacts
 from proxy.chat.ids import fingerprint, kimi_id, mint_client_id
+from proxy.chat.ledger import FORM_UPSTREAM, Fingerprint, HistoryFacts
 from proxy.errors import ReplayLoopDetected
 
 REPLAY_MESSAGE = (
@@ -99,20 +99,25 @@ def _fresh_upstream_id(
             return candidate
 
 
-def build_followup(
-    upstream_body: dict[str, Any],
-    facts: HistoryFacts,
-    guard: GuardState,
-    content: str,
-    replays: list[Replay],
-) -> tuple[dict[str, Any], HistoryFacts]:
-    """The previous upstream request + this round's assistant message + one synthetic answer
-    per replay. Returns the follow-up body and the facts that describe its history."""
+@dataclass(frozen=True, slots=True)
+class SyntheticAnswer:
+    """One replay, answered by the proxy in the follow-up request (SPEC §5)."""
+
+    replay: Replay
+    upstream_id: str  # a fresh id in the route's dialect: the call's and its answer's
+    text: str  # the answer the model reads
+
+
+def plan_followup(
+    facts: HistoryFacts, guard: GuardState, replays: list[Replay]
+) -> tuple[list[SyntheticAnswer], HistoryFacts]:
+    """What every surface's follow-up adds, before its own grammar: one answer per replay
+    under a fresh upstream id, and the facts that describe the longer history. Raises
+    ReplayLoopDetected when one more round is one too many."""
     guard.check_followup_allowed()
     guard.followups_done += 1
     used: set[str] = set()
-    tool_calls = []
-    tool_messages = []
+    answers = []
     answered = dict(facts.answered)
     answered_client_ids = dict(facts.answered_client_ids)
     for position, replay in enumerate(replays):
@@ -124,26 +129,39 @@ def build_followup(
         answered[fresh] = key
         if replay.client_id is not None:
             answered_client_ids[fresh] = replay.client_id
-        tool_calls.append(
-            {
-                "id": fresh,
-                "type": "function",
-                "function": {"name": replay.name, "arguments": replay.arguments},
-            }
-        )
-        tool_messages.append(
-            {
-                "role": "tool",
-                "tool_call_id": fresh,
-                "content": REPLAY_MESSAGE.format(raw_id=replay.raw_id, name=replay.name),
-            }
-        )
-    assistant = {"role": "assistant", "content": content, "tool_calls": tool_calls}
-    body = {**upstream_body, "messages": [*upstream_body["messages"], assistant, *tool_messages]}
+        text = REPLAY_MESSAGE.format(raw_id=replay.raw_id, name=replay.name)
+        answers.append(SyntheticAnswer(replay, fresh, text))
     new_facts = replace(
         facts,
         answered=answered,
         answered_client_ids=answered_client_ids,
         tool_call_count=facts.tool_call_count + len(replays),
     )
+    return answers, new_facts
+
+
+def build_followup(
+    upstream_body: dict[str, Any],
+    facts: HistoryFacts,
+    guard: GuardState,
+    content: str,
+    replays: list[Replay],
+) -> tuple[dict[str, Any], HistoryFacts]:
+    """Chat Completions' follow-up: the previous upstream request + this round's assistant
+    message + one `tool` message per replay. Returns the body and the facts of its history."""
+    answers, new_facts = plan_followup(facts, guard, replays)
+    tool_calls = [
+        {
+            "id": answer.upstream_id,
+            "type": "function",
+            "function": {"name": answer.replay.name, "arguments": answer.replay.arguments},
+        }
+        for answer in answers
+    ]
+    tool_messages = [
+        {"role": "tool", "tool_call_id": answer.upstream_id, "content": answer.text}
+        for answer in answers
+    ]
+    assistant = {"role": "assistant", "content": content, "tool_calls": tool_calls}
+    body = {**upstream_body, "messages": [*upstream_body["messages"], assistant, *tool_messages]}
     return body, new_facts

@@ -33,7 +33,8 @@ LOOP_ERROR = re.compile(r"replay loop detected", re.IGNORECASE)
 LOOPING = 10
 DEADLINE = 150.0  # every run ends well before on its own (5-60 s on 2 busy cores)
 POLL = 0.1
-_BREAKER = re.compile(r"^toolcall_proxy_breaker_trips_total (\S+)$", re.MULTILINE)
+# Every surface's trips (the label says which API the agent used).
+_BREAKER = re.compile(r"^toolcall_proxy_breaker_trips_total(?:\{[^}]*\})? (\S+)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -188,8 +189,7 @@ def _execute(
 
 def _breaker_trips(proxy_url: str) -> int:
     text = httpx.get(proxy_url + "/metrics", timeout=10).text
-    match = _BREAKER.search(text)
-    return int(float(match.group(1))) if match else 0
+    return sum(int(float(value)) for value in _BREAKER.findall(text))
 
 
 def table(runs: list[Run], versions: dict[str, str]) -> str:

@@ -172,5 +172,6 @@ def test_replay_metrics_and_breaker_are_counted(make_proxy: ProxyFactory) -> Non
             agent(server, "replay-loop", "stream")
         metrics = httpx.get(server.url + "/metrics").text
     # replay-once: one answered; replay-loop: its first replay answered, then the breaker.
-    assert "toolcall_proxy_replays_answered_total 2.0" in metrics
-    assert "toolcall_proxy_breaker_trips_total 1.0" in metrics
+    # Labelled with the API surface the client used.
+    assert 'toolcall_proxy_replays_answered_total{surface="chat_completions"} 2.0' in metrics
+    assert 'toolcall_proxy_breaker_trips_total{surface="chat_completions"} 1.0' in metrics

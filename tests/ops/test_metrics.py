@@ -39,11 +39,11 @@ TOOLS = [
 
 # name -> (type, label names) of every family SPEC §7 requires.
 REQUIRED: dict[str, tuple[str, set[str]]] = {
-    "toolcall_proxy_requests": ("counter", {"route", "status", "stream"}),
-    "toolcall_proxy_ids_rewritten": ("counter", {"reason"}),
-    "toolcall_proxy_deltas_repaired": ("counter", {"kind"}),
-    "toolcall_proxy_replays_answered": ("counter", set()),
-    "toolcall_proxy_breaker_trips": ("counter", set()),
+    "toolcall_proxy_requests": ("counter", {"route", "status", "stream", "surface"}),
+    "toolcall_proxy_ids_rewritten": ("counter", {"reason", "surface"}),
+    "toolcall_proxy_deltas_repaired": ("counter", {"kind", "surface"}),
+    "toolcall_proxy_replays_answered": ("counter", {"surface"}),
+    "toolcall_proxy_breaker_trips": ("counter", {"surface"}),
     "toolcall_proxy_upstream_errors": ("counter", {"kind"}),
     "toolcall_proxy_active_streams": ("gauge", set()),
     "toolcall_proxy_upstream_ttfb_seconds": ("histogram", set()),
@@ -108,9 +108,10 @@ def _value(families: dict[str, Any], name: str, sample: str, **labels: str) -> f
     return total
 
 
-def _counters(text: str) -> Counter[str]:
+def _counters(text: str, surface: str = "chat_completions") -> Counter[str]:
     """Every non-zero counter sample, keyed `name{label=value,...}` without the common prefix
-    and `_total` suffix: what a scenario moved, label by label."""
+    and `_total` suffix: what a scenario moved, label by label. The `surface` label is left
+    out where it is the expected one (any other value stays in the key, and fails a match)."""
     found: Counter[str] = Counter()
     for family in text_string_to_metric_families(text):
         if family.type != "counter":
@@ -119,7 +120,8 @@ def _counters(text: str) -> Counter[str]:
             if not sample.name.endswith("_total") or not sample.value:
                 continue
             name = sample.name.removeprefix("toolcall_proxy_").removesuffix("_total")
-            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+            shown = {k: v for k, v in sample.labels.items() if (k, v) != ("surface", surface)}
+            labels = ",".join(f"{k}={v}" for k, v in sorted(shown.items()))
             found[f"{name}{{{labels}}}" if labels else name] = int(sample.value)
     return found
 
@@ -297,6 +299,22 @@ async def test_metrics_never_carry_credentials(proxy: tuple[httpx.AsyncClient, P
 
 async def test_each_app_has_its_own_registry() -> None:
     first, second = Metrics(), Metrics()
-    first.requests.labels("a", "200", "false").inc()
+    first.requests.labels("a", "200", "false", "chat_completions").inc()
     assert b'route="a"' in first.render()
     assert b'route="a"' not in second.render()
+
+
+async def test_requests_carry_the_api_surface_they_used(
+    proxy: tuple[httpx.AsyncClient, ProxyApp],
+) -> None:
+    """The `surface` label tells a repaired surface's traffic from passed-through paths."""
+    client, _ = proxy
+    chat = await client.post(
+        "/v1/chat/completions", json={"model": "call-index", "tools": TOOLS, "messages": USER}
+    )
+    listing = await client.get("/v1/models")
+    assert chat.status_code == 200 and listing.status_code == 200
+    counters = _counters((await client.get("/metrics")).text, surface="")
+    assert counters["requests{route=sim,status=200,stream=false,surface=chat_completions}"] == 1
+    assert counters["requests{route=sim,status=200,stream=false,surface=other}"] == 1
+    assert counters["ids_rewritten{reason=counter_shaped,surface=chat_completions}"] == 1

@@ -16,7 +16,7 @@ import openai
 import orjson
 import pytest
 
-from proxy import chat_handler
+from proxy import exchange_handler
 from proxy.observability import LOGGER
 from tests.e2e.conftest import ProxyFactory
 from tests.reliability.upstreams import (
@@ -273,9 +273,9 @@ def test_reading_the_upstream_after_done_is_bounded(
     DRAIN_BYTES or DRAIN_SECONDS: an upstream that goes on sending, or holds its body open,
     cannot keep a task (and the request's accounting) waiting."""
     # Each case switches the other bound out of reach, so only its own can end the reading.
-    monkeypatch.setattr(chat_handler, "DRAIN_SECONDS", 0.2 if bound == "time" else 60.0)
+    monkeypatch.setattr(exchange_handler, "DRAIN_SECONDS", 0.2 if bound == "time" else 60.0)
     # In 8 KiB writes, so most of it comes after the read that carried `[DONE]`.
-    pieces = 2 * chat_handler.DRAIN_BYTES // 8192 if bound == "bytes" else 1
+    pieces = 2 * exchange_handler.DRAIN_BYTES // 8192 if bound == "bytes" else 1
     tail = (b": after done" + b"." * 8178 + b"\n\n",) * pieces
     release = threading.Event()
     held = Script(headers=SSE_HEADERS, pieces=(sse_body("held"), *tail), hold=release)

@@ -1,9 +1,10 @@
-"""The /chat/completions shell: moves bytes between the client, the upstream and the core.
+"""The shell of every repaired API surface: moves bytes between client, upstream and core.
 
-It decides nothing about tool calls itself: translation, id decisions, stream repair and
-replay detection all live in `proxy.chat`. What it owns is I/O: the upstream request, the
-response head, follow-up rounds when the core asks for them (SPEC §5), and turning upstream
-failures into the errors of SPEC §6.
+It decides nothing about tool calls, nor about any surface's grammar: translation, id
+decisions, stream repair, replay detection and the shape of errors inside a stream are the
+request's exchange's (`proxy.surface_codec`; one per surface, e.g. `proxy.chat`). What it owns
+is I/O: the upstream request, the response head, follow-up rounds when the exchange asks for
+them (SPEC §5), turning upstream failures into the errors of SPEC §6, logs and metrics.
 """
 
 from __future__ import annotations
@@ -17,15 +18,14 @@ from typing import Any, assert_never
 import httpx
 
 from proxy.asgi import Send, with_request_id
-from proxy.chat.exchange import (
-    ChatExchange,
+from proxy.chat.events import (
     ExchangeEvent,
     Forward,
     LoopDetected,
     OpenFollowup,
-    RouteRules,
     UpstreamBroken,
 )
+from proxy.chat.exchange import RouteRules
 from proxy.chat.guard import Replay
 from proxy.chat.notes import Note
 from proxy.client_writer import ClientWriter, EventStreamWriter, MessageWriter
@@ -33,6 +33,7 @@ from proxy.config import Route
 from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
 from proxy.observability import LOGGER, Metrics, RequestLog, log_decisions
 from proxy.sse import SSEFramingError
+from proxy.surface_codec import Exchange, SurfaceCodec
 from proxy.upstream import (
     client_response_headers,
     iter_body,
@@ -48,7 +49,8 @@ SSE_HEADERS = [
 
 
 @dataclass(slots=True)
-class ChatRequest:
+class ExchangeRequest:
+    codec: SurfaceCodec
     route: Route
     url: str
     headers: list[tuple[bytes, bytes]]
@@ -56,7 +58,7 @@ class ChatRequest:
     log: RequestLog
 
 
-class ChatHandler:
+class ExchangeHandler:
     def __init__(self, client: httpx.AsyncClient, metrics: Metrics):
         self.client = client
         self.metrics = metrics
@@ -79,17 +81,20 @@ class ChatHandler:
         self._rules[id(route)] = (route, rules)
         return rules
 
-    async def handle(self, req: ChatRequest, send: Send, raw: bytes, body: dict[str, Any]) -> int:
-        """Serve one chat completion; returns the status sent to the client."""
-        exchange = ChatExchange(body, raw, self._rules_for(req.route), entropy=os.urandom)
+    async def handle(
+        self, req: ExchangeRequest, send: Send, raw: bytes, body: dict[str, Any]
+    ) -> int:
+        """Serve one request of a repaired surface; returns the status sent to the client."""
+        exchange = req.codec.new_exchange(body, raw, self._rules_for(req.route), os.urandom)
         req.log.fields.update(
+            surface=req.codec.surface.label,
             model=body.get("model"),
             stream=body.get("stream") is True,
             dialect=exchange.facts.dialect,
         )
         response = await self._open(req, exchange.upstream_request)
         try:
-            writer = self._writer(req, send, response)
+            writer = self._writer(req, send, response, exchange)
             if writer is None:
                 return await self._relay(req, response, send)
             if writer.streaming:
@@ -104,7 +109,9 @@ class ChatHandler:
             await response.aclose()
 
     @staticmethod
-    def _writer(req: ChatRequest, send: Send, response: httpx.Response) -> ClientWriter | None:
+    def _writer(
+        req: ExchangeRequest, send: Send, response: httpx.Response, exchange: Exchange
+    ) -> ClientWriter | None:
         """How this answer reaches the client; None: relayed as it came (SPEC §6)."""
         if not 200 <= response.status_code < 300:
             return None
@@ -112,7 +119,10 @@ class ChatHandler:
         if "text/event-stream" in content_type:
             headers = _rewritten_body_headers(response, (b"content-type", b"cache-control"))
             return EventStreamWriter(
-                send, with_request_id([*SSE_HEADERS, *headers], req.request_id)
+                send,
+                with_request_id([*SSE_HEADERS, *headers], req.request_id),
+                render=exchange.stream_error,
+                loop_in_stream=req.codec.loop_in_stream,
             )
         if "json" in content_type or not content_type:
             headers = _rewritten_body_headers(response, (b"content-type",))
@@ -121,7 +131,7 @@ class ChatHandler:
             )
         return None
 
-    async def _open(self, req: ChatRequest, content: bytes) -> httpx.Response:
+    async def _open(self, req: ExchangeRequest, content: bytes) -> httpx.Response:
         request = self.client.build_request(
             "POST", req.url, headers=req.headers, content=content, timeout=timeouts(req.route)
         )
@@ -132,7 +142,7 @@ class ChatHandler:
             self.metrics.ttfb.observe(req.log.ttfb)
         return response
 
-    async def _relay(self, req: ChatRequest, response: httpx.Response, send: Send) -> int:
+    async def _relay(self, req: ExchangeRequest, response: httpx.Response, send: Send) -> int:
         """Non-2xx (or unknown content): status, headers and body unchanged (SPEC §6)."""
         failure = await relay(
             response, send, client_response_headers(response.headers, keep_length=False)
@@ -144,15 +154,15 @@ class ChatHandler:
             self.metrics.upstream_errors.labels(f"status_{response.status_code}").inc()
         return response.status_code
 
-    def _notes(self, req: ChatRequest, notes: list[Note]) -> None:
+    def _notes(self, req: ExchangeRequest, notes: list[Note]) -> None:
         if notes:
-            self.metrics.record_notes(notes)
+            self.metrics.record_notes(notes, req.codec.surface.label)
             req.log.count(notes)
             log_decisions(req.request_id, notes)
             notes.clear()
 
-    def _answered(self, req: ChatRequest, replays: list[Replay]) -> None:
-        self.metrics.replays_answered.inc(len(replays))
+    def _answered(self, req: ExchangeRequest, replays: list[Replay]) -> None:
+        self.metrics.replays_answered.labels(req.codec.surface.label).inc(len(replays))
         req.log.fields["replays_answered"] += len(replays)
         for replay in replays:
             LOGGER.warning(
@@ -170,8 +180,8 @@ class ChatHandler:
                 },
             )
 
-    def _tripped(self, req: ChatRequest, exc: ReplayLoopDetected) -> None:
-        self.metrics.breaker_trips.inc()
+    def _tripped(self, req: ExchangeRequest, exc: ReplayLoopDetected) -> None:
+        self.metrics.breaker_trips.labels(req.codec.surface.label).inc()
         req.log.fields["breaker"] = True
         LOGGER.warning(
             "replay loop stopped",
@@ -188,7 +198,7 @@ class ChatHandler:
             },
         )
 
-    def _record(self, req: ChatRequest, exchange: ChatExchange) -> None:
+    def _record(self, req: ExchangeRequest, exchange: Exchange) -> None:
         notes, non_json = exchange.report()
         if notes:
             self._notes(req, notes)
@@ -199,8 +209,8 @@ class ChatHandler:
 
     async def _rounds(
         self,
-        req: ChatRequest,
-        exchange: ChatExchange,
+        req: ExchangeRequest,
+        exchange: Exchange,
         writer: ClientWriter,
         response: httpx.Response,
     ) -> int:
@@ -227,7 +237,7 @@ class ChatHandler:
                 await followup_response.aclose()
 
     async def _accepted(
-        self, req: ChatRequest, writer: ClientWriter, response: httpx.Response
+        self, req: ExchangeRequest, writer: ClientWriter, response: httpx.Response
     ) -> bool:
         """Is a follow-up's answer one the round can read? If not, the client is told."""
         ok = 200 <= response.status_code < 300
@@ -251,8 +261,8 @@ class ChatHandler:
 
     async def _round(
         self,
-        req: ChatRequest,
-        exchange: ChatExchange,
+        req: ExchangeRequest,
+        exchange: Exchange,
         writer: ClientWriter,
         response: httpx.Response,
     ) -> OpenFollowup | None:
@@ -292,7 +302,7 @@ class ChatHandler:
         return None
 
     async def _act(
-        self, req: ChatRequest, writer: ClientWriter, events: list[ExchangeEvent]
+        self, req: ExchangeRequest, writer: ClientWriter, events: list[ExchangeEvent]
     ) -> OpenFollowup | _RoundOver | None:
         """Carry out the exchange's events; None while the round goes on."""
         for event in events:
@@ -320,7 +330,7 @@ class ChatHandler:
                     assert_never(event)
         return None
 
-    async def _fail(self, req: ChatRequest, writer: ClientWriter, exc: ProxyError) -> None:
+    async def _fail(self, req: ExchangeRequest, writer: ClientWriter, exc: ProxyError) -> None:
         if writer.streaming:
             self.metrics.stream_failed(req.log, exc)
         await writer.fail(exc)

@@ -1,0 +1,220 @@
+"""The history walk every API surface shares (SPEC §3, §5), and what it learns.
+
+A surface's request translation walks its own history shape (Chat Completions `messages`,
+Anthropic content blocks, Responses `input` items) and tells a `HistoryLedger`, in order, where
+model turns begin, which calls they made and which calls got results. The ledger decides what
+no grammar changes: the upstream id of every call in the route's dialect (deterministic, so
+appending to a history never changes earlier ids and any replica can serve any turn), which
+call a result answers (the first still-unanswered call of its id in the nearest earlier turn
+that has one), and the `HistoryFacts` the response side needs (the turn, the ids the client
+holds, and every answered call by both forms of SPEC §5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.chat.ids import (
+    alnum9_id,
+    derived_unique_id,
+    fingerprint,
+    kimi_id,
+    minted_digest,
+    raw_id_digest,
+)
+
+Fingerprint = tuple[str, str]
+
+# SPEC §5: which of the two ids a replay came back under.
+FORM_UPSTREAM = "upstream id"  # the id this request sent upstream for the answered call
+FORM_ISSUED = "issued id"  # the id the upstream first issued (kept, or a minted id's digest)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayMatch:
+    """The answered call a replay repeats: how it was recognized and the id the client knows."""
+
+    form: str
+    client_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryFacts:
+    """What the response side must know about the request (no client data beyond ids)."""
+
+    turn: int = 1
+    client_ids: frozenset[str] = frozenset()
+    # upstream id -> fingerprint of the first answered call sent under that id
+    answered: Mapping[str, Fingerprint] = field(default_factory=dict)
+    tool_call_count: int = 0
+    dialect: str = "passthrough"
+    choices: int = 1
+    offered_tools: frozenset[str] = frozenset()
+    # upstream id of an answered call -> the client id the history holds for it
+    answered_client_ids: Mapping[str, str] = field(default_factory=dict)
+    # SPEC §5's second form, for answered calls: a client id that is not minted (kept as the
+    # upstream issued it) -> {fingerprint: client id}; a minted one's raw-id digest -> same.
+    issued_ids: Mapping[str, Mapping[Fingerprint, str]] = field(default_factory=dict)
+    issued_digests: Mapping[str, Mapping[Fingerprint, str]] = field(default_factory=dict)
+
+    def may_be_replay(self, raw_id: str) -> bool:
+        """Could a call under this raw id repeat an answered call (its arguments will tell)?"""
+        return (
+            raw_id in self.answered
+            or raw_id in self.issued_ids
+            or (bool(self.issued_digests) and raw_id_digest(raw_id) in self.issued_digests)
+        )
+
+    def replay_of(self, raw_id: str, key: Fingerprint) -> ReplayMatch | None:
+        """SPEC §5: the answered call this one replays, by either form of its raw id."""
+        if self.answered.get(raw_id) == key:
+            return ReplayMatch(FORM_UPSTREAM, self.answered_client_ids.get(raw_id))
+        for issued in (
+            self.issued_ids.get(raw_id),
+            self.issued_digests.get(raw_id_digest(raw_id)) if self.issued_digests else None,
+        ):
+            if issued is not None and key in issued:
+                return ReplayMatch(FORM_ISSUED, issued[key])
+        return None
+
+
+def resolve_dialect(setting: str, model: object) -> str:
+    if setting != "auto":
+        return setting
+    name = model.lower() if isinstance(model, str) else ""
+    return "kimi" if ("kimi" in name or "moonshot" in name) else "passthrough"
+
+
+class _UpstreamIds:
+    """Mints upstream ids for the calls of one history, in order, in one dialect."""
+
+    def __init__(self, dialect: str):
+        self.dialect = dialect
+        self.used: set[str] = set()
+        self.seen_client: set[str] = set()
+
+    def mint(self, client_id: str | None, name: str, ordinal: int) -> str:
+        if self.dialect == "kimi":
+            upstream = kimi_id(name, ordinal)
+        elif self.dialect == "alnum9":
+            base = client_id if client_id is not None else f"\x00{ordinal}"
+            salt = 0 if client_id not in self.seen_client else ordinal + 1
+            upstream = alnum9_id(base, salt)
+            while upstream in self.used:
+                salt += 1_000_003
+                upstream = alnum9_id(base, salt)
+        else:
+            if client_id is not None and client_id not in self.seen_client:
+                upstream = client_id
+            else:
+                salt = 0
+                upstream = derived_unique_id(client_id or "", ordinal)
+                while upstream in self.used:
+                    salt += 1
+                    upstream = derived_unique_id(client_id or "", ordinal, salt)
+        if client_id is not None:
+            self.seen_client.add(client_id)
+        self.used.add(upstream)
+        return upstream
+
+
+@dataclass(slots=True)
+class LedgerCall:
+    """One call of the history: the id the client holds, and the id the upstream gets."""
+
+    turn: int  # 1-based: the model turn (assistant message, run of model items) that made it
+    client_id: str | None
+    upstream_id: str
+    name: str
+    arguments: Any  # a JSON string, or an object (Anthropic `input`)
+    answered: bool = False
+
+
+class HistoryLedger:
+    """One history's calls and results, told in order by a surface's walk."""
+
+    def __init__(self, dialect: str):
+        self.dialect = dialect
+        self.calls: list[LedgerCall] = []
+        self.turns = 0
+        self._minter = _UpstreamIds(dialect)
+        self._by_turn: list[list[LedgerCall]] = []  # index: turn - 1
+
+    def begin_turn(self) -> None:
+        """A model turn begins (an assistant message; a run of model-made items)."""
+        self.turns += 1
+        self._by_turn.append([])
+
+    def call(self, client_id: str | None, name: str, arguments: Any) -> LedgerCall:
+        """A call of the current turn (a history that starts with one opens a turn)."""
+        if not self._by_turn:
+            self.begin_turn()
+        upstream_id = self._minter.mint(client_id, name, len(self.calls))
+        record = LedgerCall(self.turns, client_id, upstream_id, name, arguments)
+        self.calls.append(record)
+        self._by_turn[-1].append(record)
+        return record
+
+    def result(self, tool_call_id: object) -> LedgerCall | None:
+        """The call a result answers: the first unanswered call of its id in the nearest
+        earlier turn that has one; when every call of that id is answered (a second answer),
+        the latest such call. None when no call has that id."""
+        if isinstance(tool_call_id, int) and not isinstance(tool_call_id, bool):
+            tool_call_id = str(tool_call_id)
+        if not isinstance(tool_call_id, str):
+            return None
+        fallback: LedgerCall | None = None
+        for turn in reversed(self._by_turn):
+            for record in turn:
+                if record.client_id == tool_call_id:
+                    if not record.answered:
+                        record.answered = True
+                        return record
+                    fallback = fallback or record
+        return fallback
+
+    def facts(
+        self, *, choices: int = 1, offered_tools: frozenset[str] = frozenset()
+    ) -> HistoryFacts:
+        answered: dict[str, Fingerprint] = {}
+        answered_client_ids: dict[str, str] = {}
+        issued_ids: dict[str, dict[Fingerprint, str]] = {}
+        issued_digests: dict[str, dict[Fingerprint, str]] = {}
+        for record in self.calls:
+            if not record.answered:
+                continue
+            key = fingerprint(record.name, record.arguments)
+            if record.upstream_id not in answered:
+                answered[record.upstream_id] = key
+                if record.client_id is not None:
+                    answered_client_ids[record.upstream_id] = record.client_id
+            if record.client_id is not None:
+                digest = minted_digest(record.client_id)
+                issued = issued_ids if digest is None else issued_digests
+                issued.setdefault(digest or record.client_id, {}).setdefault(key, record.client_id)
+        return HistoryFacts(
+            turn=1 + self.turns,
+            client_ids=frozenset(c.client_id for c in self.calls if c.client_id is not None),
+            answered=answered,
+            tool_call_count=len(self.calls),
+            dialect=self.dialect,
+            choices=choices,
+            offered_tools=offered_tools,
+            answered_client_ids=answered_client_ids,
+            issued_ids=issued_ids,
+            issued_digests=issued_digests,
+        )
+
+
+__all__ = [
+    "FORM_ISSUED",
+    "FORM_UPSTREAM",
+    "Fingerprint",
+    "HistoryFacts",
+    "HistoryLedger",
+    "LedgerCall",
+    "ReplayMatch",
+    "resolve_dialect",
+]
