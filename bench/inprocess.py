@@ -190,7 +190,9 @@ def _instructions(kind: str, requests: int) -> int:
                 ),
             ]
             env = {**os.environ, "PYTHONHASHSEED": "0"}
-            done = subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
+            done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+            if done.returncode != 0:
+                raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stderr[-3000:]}")
         match = re.search(r"Collected : (\d+)", done.stderr)
         if match is None:
             raise RuntimeError("callgrind printed no total:\n" + done.stderr[-2000:])

@@ -50,12 +50,11 @@ from proxy.upstream import (
     PROXY_KEY_HEADER,
     client_response_headers,
     make_upstream_client,
-    map_upstream_errors,
-    relay,
     timeouts,
     upstream_request_headers,
     upstream_url,
 )
+from proxy.upstream_call import open_upstream, relay
 
 _REQUEST_ID_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:")
 
@@ -294,11 +293,9 @@ class ProxyApp:
         log: RequestLog,
     ) -> int:
         """SPEC §1: any other request under the base goes through unchanged."""
-        request = self.client.build_request(
-            scope["method"], url, headers=headers, content=raw or None, timeout=timeouts(route)
+        response = await open_upstream(
+            self.client, scope["method"], url, headers, raw or None, timeouts(route)
         )
-        with map_upstream_errors(streaming_body=False):
-            response = await self.client.send(request, stream=True)
         log.mark_first_byte()
         headers = with_request_id(
             client_response_headers(response.headers, keep_length=True), log.fields["request_id"]
