@@ -455,16 +455,19 @@ def origin(scheme: str, host: str, port: int | None) -> _Origin:
 
 def request_head(method: str, target: bytes, headers: list[tuple[bytes, bytes]]) -> bytes:
     """An HTTP/1.1 request head; LocalProtocolError if a name or value holds a line break."""
-    head = b"%b %b HTTP/1.1\r\n%b\r\n" % (
-        method.encode("ascii"),
-        target,
-        b"".join([name + b": " + value + b"\r\n" for name, value in headers]),
-    )
+    fields = b"\r\n".join(map(b": ".join, headers))
     # One line per header: a CR or LF inside a name or value would smuggle another header.
-    lines = len(headers) + 2
-    if head.count(b"\n") != lines or head.count(b"\r") != lines:
+    breaks = len(headers) - 1 if headers else 0
+    if (
+        fields.count(b"\n") != breaks
+        or fields.count(b"\r") != breaks
+        or b"\n" in target
+        or b"\r" in target
+    ):
         raise httpx.LocalProtocolError("a request header contains a line break")
-    return head
+    if not headers:
+        return b"%b %b HTTP/1.1\r\n\r\n" % (method.encode("ascii"), target)
+    return b"%b %b HTTP/1.1\r\n%b\r\n\r\n" % (method.encode("ascii"), target, fields)
 
 
 def _request_head(request: httpx.Request) -> bytes:

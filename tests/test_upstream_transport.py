@@ -22,7 +22,7 @@ import uvloop
 
 from proxy.config import Route
 from proxy.errors import UpstreamStreamError, UpstreamTimeout, UpstreamUnreachable
-from proxy.transport import RawResponse
+from proxy.transport import RawResponse, request_head
 from proxy.upstream import UpstreamClient, make_upstream_client, timeouts
 from proxy.upstream_call import UpstreamResponse, iter_body, open_upstream
 
@@ -434,3 +434,21 @@ def test_both_ways_send_the_same_bytes() -> None:
     assert len(seen) == 4
     assert seen[:2] == seen[2:]
     assert seen[0].startswith(b"POST /v1/models?x=1 HTTP/1.1\r\nHost: 127.0.0.1:")
+
+
+def test_request_head_is_one_line_per_header_and_refuses_line_breaks() -> None:
+    headers = [(b"Host", b"up:1"), (b"content-type", b"application/json")]
+    assert request_head("POST", b"/v1/x?a=1", headers) == (
+        b"POST /v1/x?a=1 HTTP/1.1\r\nHost: up:1\r\ncontent-type: application/json\r\n\r\n"
+    )
+    assert request_head("GET", b"/", []) == b"GET / HTTP/1.1\r\n\r\n"
+    for smuggled in (
+        [(b"x-a", b"1\r\nx-b: 2")],
+        [(b"x-a", b"1\nx-b: 2")],
+        [(b"x-a\r", b"1")],
+        [(b"x-a", b"1"), (b"x-b", b"2\r")],
+    ):
+        with pytest.raises(httpx.LocalProtocolError):
+            request_head("POST", b"/", smuggled)
+    with pytest.raises(httpx.LocalProtocolError):
+        request_head("GET", b"/\r\nx-b: 2", [])

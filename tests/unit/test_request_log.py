@@ -12,6 +12,7 @@ import pytest
 
 from proxy.observability import LOGGER, JsonFormatter, RequestLog, configure_logging
 
+
 @pytest.fixture
 def sink() -> Iterator[io.StringIO]:
     handlers, level, propagate = LOGGER.handlers[:], LOGGER.level, LOGGER.propagate
