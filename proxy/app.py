@@ -30,7 +30,6 @@ from proxy.asgi import (
     send_bytes,
     send_json,
     send_refusal,
-    with_request_id,
 )
 from proxy.codecs import codec_for, credential_for
 from proxy.config import FLAGS_ENV, SIMULATOR_MOUNT, Route, Settings, settings_from_flags
@@ -43,18 +42,16 @@ from proxy.errors import (
     openai_error_response,
 )
 from proxy.exchange_handler import ExchangeHandler, ExchangeRequest
+from proxy.forwarding import passthrough, until_disconnect
 from proxy.observability import LOGGER, Metrics, RequestLog, configure_logging
 from proxy.server import ResponseProgress, end_for_shutdown
 from proxy.surface_codec import SurfaceCodec
 from proxy.upstream import (
     PROXY_KEY_HEADER,
-    client_response_headers,
     make_upstream_client,
-    timeouts,
     upstream_request_headers,
     upstream_url,
 )
-from proxy.upstream_call import open_upstream, relay
 
 _REQUEST_ID_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:")
 
@@ -208,7 +205,7 @@ class ProxyApp:
             route, raw, body = await self._read(call)
             log.fields["route"] = route.name
             call.stream = body is not None and body.get("stream") is True
-            status = await self._until_disconnect(
+            status = await until_disconnect(
                 self._forward(call, route, raw, body, log), call.receive, log, progress
             )
         except ClientDisconnected:
@@ -216,7 +213,7 @@ class ProxyApp:
         except ProxyError as exc:
             status = await self._refuse(call, exc, log)
         except asyncio.CancelledError:
-            # Client disconnects are settled in _until_disconnect; what else cancels a request
+            # Client disconnects are settled in until_disconnect; what else cancels a request
             # task is the server stopping (the drain timeout, or uvicorn's own at its timeout).
             if task is None:
                 raise
@@ -278,70 +275,9 @@ class ProxyApp:
         if body is not None and call.codec is not None:
             request = ExchangeRequest(call.codec, route, url, headers, call.request_id, log)
             return await self.exchanges.handle(request, call.send, raw, body)
-        return await self._passthrough(scope, call.send, route, url, headers, raw, log)
-
-    async def _passthrough(
-        self,
-        scope: Scope,
-        send: Send,
-        route: Route,
-        url: str,
-        headers: list[tuple[bytes, bytes]],
-        raw: bytes,
-        log: RequestLog,
-    ) -> int:
-        """SPEC §1: any other request under the base goes through unchanged."""
-        response = await open_upstream(
-            self.client, scope["method"], url, headers, raw or None, timeouts(route)
+        return await passthrough(
+            self.client, self.metrics, scope, call.send, route, url, headers, raw, log
         )
-        log.mark_first_byte()
-        headers = with_request_id(
-            client_response_headers(response.headers, keep_length=True), log.fields["request_id"]
-        )
-        try:
-            failure = await relay(response, send, headers)
-        finally:
-            await response.aclose()
-        if failure is not None:
-            self.metrics.stream_failed(log, failure)
-        return response.status_code
-
-    async def _until_disconnect(
-        self, work: Any, receive: Receive, log: RequestLog, progress: ResponseProgress
-    ) -> int:
-        """Run `work`, cancelling it (and so the upstream request) the moment the client leaves.
-
-        uvicorn does not fail `send()` after a disconnect, so only `receive()` tells us. Once
-        the response is complete, uvicorn's `receive()` answers `http.disconnect` at once:
-        that is no client leaving, and the work (reading the rest of an upstream body whose
-        `[DONE]` already went out) goes on.
-        """
-        task = asyncio.current_task()
-        assert task is not None
-        left = False
-
-        async def watch() -> None:
-            nonlocal left
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    if progress.finished:
-                        return
-                    left = True
-                    task.cancel()
-                    return
-
-        watcher = asyncio.create_task(watch())
-        try:
-            return int(await work)
-        except asyncio.CancelledError:
-            if not left:
-                raise
-            task.uncancel()
-            log.fields["client_disconnected"] = True
-            return 499
-        finally:
-            watcher.cancel()
 
 
 @dataclass(slots=True)

@@ -120,6 +120,12 @@ def sanitize_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("stream", nargs="?", default="-", help="captured SSE file (default stdin)")
     parser.add_argument("--request", help="the request JSON the stream answered")
     parser.add_argument("--explain", action="store_true", help="one line per decision on stderr")
+    parser.add_argument(
+        "--surface",
+        choices=("auto", "chat", "anthropic"),
+        default="auto",
+        help="the capture's API: chat completions or Anthropic Messages (default: told by it)",
+    )
     for name in ("ids", "dialect", "text_tool_calls"):
         add_flag(parser, OPTION[name], default=OPTION[name].default)
 

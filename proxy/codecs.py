@@ -6,10 +6,13 @@ A surface's codec lives in its own package; adding a surface adds one line here 
 
 from __future__ import annotations
 
+from proxy.anthropic.codec import ANTHROPIC_CODEC
 from proxy.chat.codec import CHAT_CODEC
 from proxy.surface_codec import SurfaceCodec
 
-CODECS: dict[str, SurfaceCodec] = {codec.surface.path: codec for codec in (CHAT_CODEC,)}
+CODECS: dict[str, SurfaceCodec] = {
+    codec.surface.path: codec for codec in (CHAT_CODEC, ANTHROPIC_CODEC)
+}
 
 
 def codec_for(method: str, rest: str) -> SurfaceCodec | None:

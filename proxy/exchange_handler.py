@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any, assert_never
@@ -26,12 +27,11 @@ from proxy.chat.events import (
     UpstreamBroken,
 )
 from proxy.chat.exchange import RouteRules
-from proxy.chat.guard import Replay
-from proxy.chat.notes import Note
 from proxy.client_writer import ClientWriter, EventStreamWriter, MessageWriter
 from proxy.config import Route
-from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
-from proxy.observability import LOGGER, Metrics, RequestLog, log_decisions
+from proxy.errors import ProxyError, UpstreamStreamError
+from proxy.exchange_report import ExchangeReporter
+from proxy.observability import LOGGER, Metrics, RequestLog
 from proxy.sse import SSEFramingError
 from proxy.surface_codec import Exchange, SurfaceCodec
 from proxy.upstream import client_response_headers, timeouts
@@ -57,6 +57,7 @@ class ExchangeHandler:
     def __init__(self, client: httpx.AsyncClient, metrics: Metrics):
         self.client = client
         self.metrics = metrics
+        self.report = ExchangeReporter(metrics)
         # Each route's tool-call rules, built once (routes are fixed for the app's life).
         # Keyed by identity: hashing and comparing a Route's fields per request cost more
         # than building the rules.
@@ -99,7 +100,7 @@ class ExchangeHandler:
             finally:
                 if writer.streaming:
                     self.metrics.active_streams.dec()
-                self._record(req, exchange)
+                self.report.record(req, exchange)
         finally:
             await response.aclose()
 
@@ -127,12 +128,18 @@ class ExchangeHandler:
         return None
 
     async def _open(self, req: ExchangeRequest, content: bytes) -> UpstreamResponse:
+        """Send one round's request; its time to the response head is observed on its own
+        (the log line's `ttfb` is the first round's, from the client's request)."""
+        follow_up = req.log.ttfb is not None
+        sent = time.perf_counter()
         response = await open_upstream(
             self.client, "POST", req.url, req.headers, content, timeouts(req.route)
         )
-        req.log.mark_first_byte()
-        if req.log.ttfb is not None:
-            self.metrics.ttfb.observe(req.log.ttfb)
+        if follow_up:
+            self.metrics.ttfb.observe(time.perf_counter() - sent)
+        else:
+            req.log.mark_first_byte()
+            self.metrics.ttfb.observe(req.log.ttfb or 0.0)
         return response
 
     async def _relay(self, req: ExchangeRequest, response: UpstreamResponse, send: Send) -> int:
@@ -146,57 +153,6 @@ class ExchangeHandler:
         if response.status_code >= 500 or response.status_code == 429:
             self.metrics.upstream_errors.labels(f"status_{response.status_code}").inc()
         return response.status_code
-
-    def _notes(self, req: ExchangeRequest, notes: list[Note]) -> None:
-        if notes:
-            self.metrics.record_notes(notes, req.codec.surface.label)
-            req.log.count(notes)
-            log_decisions(req.request_id, notes)
-            notes.clear()
-
-    def _answered(self, req: ExchangeRequest, replays: list[Replay]) -> None:
-        self.metrics.replays_answered.labels(req.codec.surface.label).inc(len(replays))
-        req.log.fields["replays_answered"] += len(replays)
-        for replay in replays:
-            LOGGER.warning(
-                "replay answered",
-                extra={
-                    "fields": {
-                        "request_id": req.request_id,
-                        "route": req.route.name,
-                        "tool": replay.name,
-                        "raw_id": replay.raw_id,
-                        "client_id": replay.client_id,
-                        "matched": replay.form,
-                        "event": "replay_answered",
-                    }
-                },
-            )
-
-    def _tripped(self, req: ExchangeRequest, exc: ReplayLoopDetected) -> None:
-        self.metrics.breaker_trips.labels(req.codec.surface.label).inc()
-        req.log.fields["breaker"] = True
-        LOGGER.warning(
-            "replay loop stopped",
-            extra={
-                "fields": {
-                    "request_id": req.request_id,
-                    "route": req.route.name,
-                    "tool": exc.tool_name,
-                    "raw_id": exc.raw_id,
-                    "client_id": exc.client_id,
-                    "reason": exc.reason,
-                    "event": "breaker_trip",
-                }
-            },
-        )
-
-    def _record(self, req: ExchangeRequest, exchange: Exchange) -> None:
-        notes, non_json = exchange.report()
-        if notes:
-            self._notes(req, notes)
-        if non_json:
-            req.log.fields["non_json_events"] = non_json
 
     # -- the rounds: one loop, streaming or not ---------------------------------------------------
 
@@ -217,7 +173,7 @@ class ExchangeHandler:
                     if not writer.ended:
                         await writer.close()
                     return writer.status
-                self._answered(req, list(followup.replays))
+                self.report.answered(req, list(followup.replays))
                 try:
                     followup_response = response = await self._open(req, followup.body)
                 except ProxyError as exc:
@@ -313,7 +269,7 @@ class ExchangeHandler:
                 case OpenFollowup():
                     return event
                 case LoopDetected(error=error):
-                    self._tripped(req, error)
+                    self.report.tripped(req, error)
                     await writer.stop_loop(error)
                     return ROUND_OVER
                 case UpstreamBroken(error=error):

@@ -3,6 +3,8 @@
 Reads the upstream's stream (a file or stdin) and optionally the request JSON it answered,
 writes the stream the client would have received to stdout and, with --explain, one line
 per decision to stderr. This is how a user debugs a provider without a network.
+Anthropic Messages captures (an event stream with `message_start`, or a whole message body)
+run through that surface's exchange (`--surface`, told by the capture when `auto`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -19,6 +21,7 @@ from proxy.chat.guard import GuardState
 from proxy.chat.history import translate_request
 from proxy.chat.notes import explain
 from proxy.chat.stream import StreamSanitizer
+from proxy.sanitize_anthropic import run_anthropic
 
 # Read the capture in pieces, as a socket would deliver it.
 READ_SIZE = 64 * 1024
@@ -28,6 +31,41 @@ def run_sanitize(args: argparse.Namespace) -> int:
     request = _load_request(args.request) if args.request else {"messages": []}
     if request is None:
         return 2
+    source = _open(args.stream)
+    if source is None:
+        return 2
+    with source:
+        first = source.read(READ_SIZE)
+        if _surface(args, first) == "anthropic":
+            return run_anthropic(args, request, first, source)
+        return _run_chat(args, request, first, source)
+
+
+def _open(path: str) -> BinaryIO | None:
+    try:
+        return sys.stdin.buffer if path == "-" else open(path, "rb")
+    except OSError as exc:
+        print(f"toolcall-proxy sanitize: cannot read {path}: {exc.strerror}", file=sys.stderr)
+        return None
+
+
+def _surface(args: argparse.Namespace, first: bytes) -> str:
+    """The capture's API: as told, else Anthropic when it looks like one of its streams or
+    message bodies."""
+    surface: str = getattr(args, "surface", "auto")
+    if surface != "auto":
+        return surface
+    head = first.lstrip()
+    if b"message_start" in first or b"content_block_" in first:
+        return "anthropic"
+    if head.startswith(b"{") and b'"type":"message"' in head.replace(b" ", b""):
+        return "anthropic"
+    return "chat"
+
+
+def _run_chat(
+    args: argparse.Namespace, request: dict[str, Any], first: bytes, source: BinaryIO
+) -> int:
     translated = translate_request(request, args.dialect)
     if args.explain:
         for item in translated.translations:
@@ -40,18 +78,12 @@ def run_sanitize(args: argparse.Namespace) -> int:
         ResponseIds(translated.facts, args.ids, GuardState()),
         text_tool_calls=args.text_tool_calls == "auto",
     )
-    try:
-        source = sys.stdin.buffer if args.stream == "-" else open(args.stream, "rb")  # noqa: SIM115
-    except OSError as exc:
-        print(
-            f"toolcall-proxy sanitize: cannot read {args.stream}: {exc.strerror}", file=sys.stderr
-        )
-        return 2
     out = sys.stdout.buffer
-    with source:
-        while chunk := source.read(READ_SIZE):
-            out.write(b"".join(core.feed(chunk)))
-            _explain(core, args.explain)
+    chunk = first
+    while chunk:
+        out.write(b"".join(core.feed(chunk)))
+        _explain(core, args.explain)
+        chunk = source.read(READ_SIZE)
     out.write(b"".join(core.end()))
     out.flush()
     _explain(core, args.explain)

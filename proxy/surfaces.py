@@ -20,9 +20,7 @@ class Surface:
 CHAT_COMPLETIONS = Surface(
     "Chat Completions", "chat_completions", "/chat/completions", repaired=True
 )
-ANTHROPIC_MESSAGES = Surface(
-    "Anthropic Messages", "anthropic_messages", "/messages", repaired=False
-)
+ANTHROPIC_MESSAGES = Surface("Anthropic Messages", "anthropic_messages", "/messages", repaired=True)
 RESPONSES = Surface("Responses", "responses", "/responses", repaired=False)
 SURFACES: tuple[Surface, ...] = (CHAT_COMPLETIONS, ANTHROPIC_MESSAGES, RESPONSES)
 

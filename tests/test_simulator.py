@@ -556,7 +556,7 @@ async def test_openai_sdk_reads_the_reference_stream(server: Server) -> None:
 async def test_openapi_page_documents_the_endpoints_and_the_profiles(asgi: Sim) -> None:
     client, _ = asgi
     spec = (await client.get("/openapi.json")).json()
-    assert set(spec["paths"]) == {"/v1/chat/completions", "/v1/models", "/v1/embeddings"}
+    assert {"/v1/chat/completions", "/v1/models", "/v1/embeddings"} <= set(spec["paths"])
     chat = spec["paths"]["/v1/chat/completions"]["post"]
     schema = chat["requestBody"]["content"]["application/json"]["schema"]
     assert schema["required"] == ["messages"] and "stream" in schema["properties"]
@@ -594,5 +594,5 @@ async def test_the_proxy_serves_the_simulator_page_under_its_mount() -> None:
         assert "/v1/chat/completions" in spec["paths"]
         models = await client.get(f"{SIMULATOR_MOUNT}/v1/models")
         assert [m["id"] for m in models.json()["data"]] == list(PROFILES)
-        missing = await client.post(f"{SIMULATOR_MOUNT}/v1/messages", json={})
-        assert missing.json()["error"]["message"] == "Invalid URL (POST /v1/messages)"
+        missing = await client.post(f"{SIMULATOR_MOUNT}/v1/audio/speech", json={})
+        assert missing.json()["error"]["message"] == "Invalid URL (POST /v1/audio/speech)"

@@ -99,8 +99,10 @@ class ResponseIds:
         policy: str,
         guard: GuardState,
         hex_source: Callable[[], str] | None = None,
+        mint_prefix: str = "call_",
     ):
         self.facts = facts
+        self.mint_prefix = mint_prefix  # SPEC §8: `toolu_` on Anthropic Messages
         self.policy = policy
         self.guard = guard
         # The random half of minted ids: from the guard's injected entropy unless a test
@@ -162,7 +164,7 @@ class ResponseIds:
             reason = rejection_reason(raw_id) if policy == "auto" else None
             if reason is None and not colliding:
                 return raw_id, None
-            minted = mint_client_id(self.facts.turn, index, ids.hex4, raw_id)
+            minted = mint_client_id(self.facts.turn, index, ids.hex4, raw_id, self.mint_prefix)
             return minted, reason or REASON_COLLISION
         reason = rejection_reason(raw_id) if raw_id is None else REASON_POLICY
-        return mint_client_id(self.facts.turn, index, ids.hex4, raw_id), reason
+        return mint_client_id(self.facts.turn, index, ids.hex4, raw_id, self.mint_prefix), reason

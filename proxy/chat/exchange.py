@@ -74,7 +74,50 @@ class RouteRules:
     text_tool_calls: bool = True
 
 
-class ChatExchange:
+class RoundPhases:
+    """What every surface's exchange does the same way across rounds: the phase table's
+    checks, ending the client's body, and opening a follow-up round (or tripping)."""
+
+    phase: ExchangePhase
+    facts: HistoryFacts
+    _upstream_body: dict[str, Any]
+    _forwarded: bool
+
+    def _finish(self, body: bytes) -> list[ExchangeEvent]:
+        self._forwarded = True
+        self._move(ExchangePhase.ENDED)
+        return [Forward(data=body, last=True)]
+
+    def _open_followup(
+        self,
+        build: Callable[[], tuple[dict[str, Any], HistoryFacts]],
+        replays: list[Replay],
+    ) -> ExchangeEvent:
+        """SPEC §5: the follow-up request `build` renders in the surface's grammar; or the
+        breaker, when one more round is one too many."""
+        try:
+            self._upstream_body, self.facts = build()
+        except ReplayLoopDetected as exc:
+            return self._loop(exc)
+        self._move(ExchangePhase.WAITING)
+        # jsontext.dumps: a valid history nested past 254 levels must not raise
+        return OpenFollowup(body=dumps(self._upstream_body), replays=tuple(replays))
+
+    def _loop(self, error: ReplayLoopDetected) -> LoopDetected:
+        self._move(ExchangePhase.FAILED)
+        return LoopDetected(error=error, before_first_byte=not self._forwarded)
+
+    def _check_receiving(self) -> None:
+        if self.phase is not ExchangePhase.RECEIVING:
+            raise ExchangeClosed(f"upstream input while the exchange is {self.phase.name}")
+
+    def _move(self, to: ExchangePhase) -> None:
+        if to not in _TRANSITIONS[self.phase]:
+            raise ExchangeClosed(f"the exchange cannot go from {self.phase.name} to {to.name}")
+        self.phase = to
+
+
+class ChatExchange(RoundPhases):
     """A Chat Completions request across its rounds."""
 
     def __init__(
@@ -99,7 +142,7 @@ class ChatExchange:
         self._forwarded = False  # some bytes of the response reached the shell
         # The round being fed: a stream's core, or a whole message's body (never both).
         self._stream_core: StreamSanitizer | None = None
-        self._message: _MessageRound | None = None
+        self._message: MessageRound | None = None
         self._carry: Carry | None = None  # the earlier rounds' message, once there are some
         self._content_before = ""  # non-streaming: the earlier rounds' content
 
@@ -116,7 +159,7 @@ class ChatExchange:
             )
             self._message = None
         else:
-            self._message = _MessageRound(ids)
+            self._message = MessageRound(ids)
             self._stream_core = None
 
     def feed(self, data: bytes) -> list[ExchangeEvent]:
@@ -196,7 +239,7 @@ class ChatExchange:
 
     # -- non-streaming rounds ------------------------------------------------------------------
 
-    def _message_events(self, round_: _MessageRound) -> list[ExchangeEvent]:
+    def _message_events(self, round_: MessageRound) -> list[ExchangeEvent]:
         raw = bytes(round_.body)
         try:
             parsed = orjson.loads(raw)
@@ -234,42 +277,18 @@ class ChatExchange:
             )
         return self._finish(dumps(parsed) if result.changed else raw)
 
-    def _finish(self, body: bytes) -> list[ExchangeEvent]:
-        self._forwarded = True
-        self._move(ExchangePhase.ENDED)
-        return [Forward(data=body, last=True)]
-
     # -- across rounds -------------------------------------------------------------------------
 
     def _followup(self, content: str, replays: list[Replay]) -> ExchangeEvent:
-        """SPEC §5: the previous request, this round's message and one synthetic answer per
-        replay; or the breaker, when one more round is one too many."""
-        try:
-            self._upstream_body, self.facts = build_followup(
-                self._upstream_body, self.facts, self.guard, content, replays
-            )
-        except ReplayLoopDetected as exc:
-            return self._loop(exc)
-        self._move(ExchangePhase.WAITING)
-        # jsontext.dumps: a valid history nested past 254 levels must not raise
-        return OpenFollowup(body=dumps(self._upstream_body), replays=tuple(replays))
-
-    def _loop(self, error: ReplayLoopDetected) -> LoopDetected:
-        self._move(ExchangePhase.FAILED)
-        return LoopDetected(error=error, before_first_byte=not self._forwarded)
-
-    def _check_receiving(self) -> None:
-        if self.phase is not ExchangePhase.RECEIVING:
-            raise ExchangeClosed(f"upstream input while the exchange is {self.phase.name}")
-
-    def _move(self, to: ExchangePhase) -> None:
-        if to not in _TRANSITIONS[self.phase]:
-            raise ExchangeClosed(f"the exchange cannot go from {self.phase.name} to {to.name}")
-        self.phase = to
+        """The previous request, this round's message and one synthetic answer per replay."""
+        return self._open_followup(
+            lambda: build_followup(self._upstream_body, self.facts, self.guard, content, replays),
+            replays,
+        )
 
 
 @dataclass(slots=True)
-class _MessageRound:
+class MessageRound:
     ids: ResponseIds
-    # The whole body: a chat completion is read before it is answered.
+    # The whole body: a message is read before it is answered.
     body: bytearray = field(default_factory=bytearray)

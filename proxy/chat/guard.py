@@ -51,10 +51,10 @@ class GuardState:
     # core, handed in by the shell (the exchange's `entropy`); tests pass a fixed one.
     entropy: Callable[[int], bytes] = field(default=os.urandom, repr=False)
     followups_done: int = 0
-    # Raw ids the proxy answered synthetically, and the fresh upstream ids it gave them.
-    synthetic_ids: set[str] = field(default_factory=set)
-    # The answered calls (by fingerprint) those synthetic answers were for: a later replay of
-    # one of them is a loop whichever id it comes back under.
+    # The answered calls (by fingerprint) the proxy answered synthetically: a later replay of
+    # one of them is a loop whichever id it comes back under (its raw id, the fresh upstream id
+    # of the follow-up's copy, another restarted-counter id). The raw id alone says nothing:
+    # under restarted counters every response's first call has the same one.
     synthetic_calls: set[Fingerprint] = field(default_factory=set)
     first_replay: Replay | None = None
 
@@ -62,7 +62,7 @@ class GuardState:
         """Record a replay, raising ReplayLoopDetected when it is one too many (SPEC §5)."""
         if self.first_replay is None:
             self.first_replay = replay
-        if replay.raw_id in self.synthetic_ids or key in self.synthetic_calls:
+        if key in self.synthetic_calls:
             self.trip("the proxy already answered this replay once")
         if replay.raw_id in seen_in_response:
             self.trip("the same replay appeared twice in one response")
@@ -123,7 +123,6 @@ def plan_followup(
     for position, replay in enumerate(replays):
         fresh = _fresh_upstream_id(facts, replay, position, used, guard)
         used.add(fresh)
-        guard.synthetic_ids.update((replay.raw_id, fresh))
         key = fingerprint(replay.name, replay.arguments)
         guard.synthetic_calls.add(key)
         answered[fresh] = key

@@ -86,16 +86,20 @@ def raw_id_digest(raw_id: str | None) -> str:
     return hashlib.blake2b(data, digest_size=2).hexdigest()
 
 
-def mint_client_id(turn: int, idx: int, hex4: str, raw_id: str | None) -> str:
-    """SPEC §2.2: `call_{turn}_{idx}_{hex8}`, unique across the history, at most 40 chars.
+def mint_client_id(
+    turn: int, idx: int, hex4: str, raw_id: str | None, prefix: str = "call_"
+) -> str:
+    """SPEC §2.2: `call_{turn}_{idx}_{hex8}`, unique across the history, at most 40 chars
+    (`toolu_...` on Anthropic Messages, SPEC §8: `prefix`).
 
     `hex4` is the random half, one per response and choice; the digest of the raw id follows.
     """
-    return f"call_{turn}_{idx}_{hex4}{raw_id_digest(raw_id)}"
+    return f"{prefix}{turn}_{idx}_{hex4}{raw_id_digest(raw_id)}"
 
 
-# What mint_client_id writes: the digest is the last four of the eight hex digits.
-_MINTED_RE = re.compile(r"call_\d+_\d+_[0-9a-f]{4}([0-9a-f]{4})")
+# What mint_client_id writes, on every surface: the digest is the last four of the eight hex
+# digits.
+_MINTED_RE = re.compile(r"(?:call|toolu)_\d+_\d+_[0-9a-f]{4}([0-9a-f]{4})")
 
 
 def minted_digest(client_id: str) -> str | None:

@@ -23,7 +23,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from proxy import __version__
 from proxy.asgi import ASGIApp, Receive, Scope, Send
-from proxy.simulator import docs
+from proxy.simulator import anthropic, docs
 from proxy.simulator.profiles import (
     JSON,
     PROFILES,
@@ -297,19 +297,54 @@ class _Simulator:
         if profile.fault is Fault.SERVER_ERROR:
             return _error(500, "The server had an error (simulated)", "server_error", None)
         reply = plan_reply(profile, body)
+        if body.get("stream") is True:
+            return self._answer(profile, reply, frames=_frames(profile, body, reply, model))
+        return self._answer(profile, reply, payload=_completion(profile, body, reply, model))
+
+    def _answer(
+        self,
+        profile: Profile,
+        reply: Reply,
+        *,
+        frames: list[bytes] | None = None,
+        payload: bytes = b"",
+    ) -> Response:
+        """A planned reply as an event stream (`frames`) or one body, with the profile's
+        transport faults."""
         if reply.kimi_history_ok is not None:
             self.log.kimi_history_ok.append(reply.kimi_history_ok)
         hang = profile.stall_s if profile.fault is Fault.HANG else 0.0
-        if body.get("stream") is True:
-            frames = _frames(profile, body, reply, model)
+        if frames is not None:
             paced = _paced(profile, frames, _STREAM_FAULT_AT)
             return _Writer(paced, self.log, "text/event-stream", hang)
-        payload = _completion(profile, body, reply, model)
         if profile.fault in (Fault.RESET, Fault.STALL, Fault.DRIP, Fault.HANG):
             # Two writes, so a stall or reset lands in the middle of the JSON body.
             halves = [payload[: len(payload) // 2], payload[len(payload) // 2 :]]
             return _Writer(_paced(profile, halves, 1), self.log, "application/json", hang)
         return Response(payload, media_type="application/json")
+
+    async def messages(self, request: Request) -> Response:
+        """Anthropic Messages, in the same profiles' quirks (proxy/simulator/anthropic.py)."""
+        body = await anthropic.read_body(request)
+        if isinstance(body, Response):
+            return body
+        self.log.requests.append(body)
+        planned = anthropic.plan(body)
+        if isinstance(planned, Response):
+            return planned
+        profile, reply, model = planned
+        if body.get("stream") is True:
+            frames = anthropic.event_frames(profile, body, reply, model)
+            return self._answer(profile, reply, frames=frames)
+        return self._answer(
+            profile, reply, payload=anthropic.message_body(profile, body, reply, model)
+        )
+
+    async def count_tokens(self, request: Request) -> Response:
+        body = await anthropic.read_body(request)
+        if isinstance(body, Response):
+            return body
+        return Response(anthropic.count_tokens(body), media_type="application/json")
 
     async def models(self, request: Request) -> Response:
         data = [
@@ -372,6 +407,10 @@ def create_simulator_app(log: SimulatorLog | None = None) -> FastAPI:
         middleware=[Middleware(_Recorder, log=log)],
     )
     app.add_api_route("/v1/chat/completions", sim.chat, methods=["POST"], **docs.CHAT)
+    app.add_api_route("/v1/messages", sim.messages, methods=["POST"], **docs.MESSAGES)
+    app.add_api_route(
+        "/v1/messages/count_tokens", sim.count_tokens, methods=["POST"], **docs.COUNT_TOKENS
+    )
     app.add_api_route("/v1/models", sim.models, methods=["GET"], **docs.MODELS)
     app.add_api_route("/v1/embeddings", sim.embeddings, methods=["POST"], **docs.EMBEDDINGS)
     app.add_api_route("/{path:path}", sim.not_found, methods=_ALL_METHODS, include_in_schema=False)

@@ -115,3 +115,64 @@ EMBEDDINGS: JSON = {
         400: _error("the body is no JSON object"),
     },
 }
+MESSAGES_REQUEST: JSON = {
+    "type": "object",
+    "required": ["messages"],
+    "properties": {
+        "model": MODEL,
+        "max_tokens": {"type": "integer"},
+        "messages": {"type": "array", "items": {"type": "object"}},
+        "tools": {"type": "array", "items": {"type": "object"}},
+        "stream": {"type": "boolean", "default": False},
+        "thinking": {"type": "object", "properties": {"type": {"type": "string"}}},
+    },
+    "example": {
+        "model": "kimi",
+        "max_tokens": 1024,
+        "stream": True,
+        "messages": [{"role": "user", "content": "run the checks"}],
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+    },
+}
+ANTHROPIC_ERROR: JSON = {
+    "type": "object",
+    "properties": {
+        "type": {"const": "error"},
+        "error": {
+            "type": "object",
+            "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
+        },
+    },
+}
+
+
+def _anthropic_error(description: str) -> JSON:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": ANTHROPIC_ERROR}},
+    }
+
+
+MESSAGES: JSON = {
+    "summary": "Create an Anthropic message in the quirks of the profile `model` names",
+    "description": "The same profiles and scripted agent as chat completions, in Anthropic's "
+    "event grammar: `functions.Bash:0` ids restarting every turn (`kimi`), the whole input in "
+    "`content_block_start` (`no-index`, `final-flush` also sends the fragments), no "
+    "`content_block_stop` (`no-block-stop`), `end_turn` after tool_use (`no-index`), no "
+    "`message_stop` (`no-finish`), replays (`replay-once`, `replay-loop`, `-restarted`).",
+    "openapi_extra": _body(MESSAGES_REQUEST),
+    "responses": {
+        200: {
+            "description": "a message, or its event stream",
+            "content": {"application/json": {}, "text/event-stream": {}},
+        },
+        400: _anthropic_error("the body is no JSON object, has no messages, or a bad option"),
+        429: _anthropic_error("fault-429: a rate limit, with retry-after"),
+        500: _anthropic_error("fault-500: a server error"),
+    },
+}
+COUNT_TOKENS: JSON = {
+    "summary": "Count a message's input tokens (a stand-in: four bytes a token)",
+    "openapi_extra": _body(MESSAGES_REQUEST),
+    "responses": {200: {"description": "`input_tokens`", "content": {"application/json": {}}}},
+}

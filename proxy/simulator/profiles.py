@@ -95,6 +95,7 @@ class Profile:
     final_flush: bool = False  # the complete arguments once more after the fragments
     tool_finish: str = "tool_calls"
     terminate: bool = True  # send finish_reason and [DONE] at all
+    block_stop: bool = True  # Anthropic Messages: close each content block (translators forget)
     preamble: tuple[str, ...] = ("Let me ", "run ", "that.")
     obfuscation: bool = False
     replay: Replay = Replay.NONE
@@ -182,6 +183,7 @@ _ALL = (
     Profile(name="int-id", id_style=IdStyle.INT, calls_per_round=2),
     Profile(name="final-flush", final_flush=True),
     Profile(name="no-finish", terminate=False),
+    Profile(name="no-block-stop", block_stop=False),
     Profile(name="replay-once", id_style=IdStyle.NAME_INDEX, replay=Replay.ONCE),
     Profile(name="replay-loop", id_style=IdStyle.NAME_INDEX, replay=Replay.LOOP),
     Profile(name="replay-mixed", id_style=IdStyle.NAME_INDEX, replay=Replay.MIXED),

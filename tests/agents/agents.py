@@ -1,7 +1,7 @@
 """The coding agents under test, as their users run them: installed from tests/agents/node
-(pinned by its package-lock.json), configured for an OpenAI-compatible base URL in a throwaway
-home, offline (no update checks, telemetry or model catalogs), and run headless with every tool
-approved.
+(pinned by its package-lock.json), configured for an OpenAI-compatible base URL (Claude Code:
+an Anthropic Messages base URL) in a throwaway home, offline (no update checks, telemetry or
+model catalogs), and run headless with every tool approved.
 
 Each agent gets the same small task in a scratch directory, written as the simulator's scripted
 steps (`step: <tool> <JSON>`, see proxy/simulator/profiles.py) with that agent's own tool names
@@ -103,16 +103,24 @@ class Agent:
     package: str  # the npm package, for its installed version
     steps: Callable[[Scratch], list[Step]]  # list, shell (round 2), read, write
     setup: Callable[[Scratch, str, str, str], Invocation]  # (scratch, base URL, model, prompt)
+    # What the agent's base URL adds to the server's root: "/v1" for OpenAI-compatible
+    # clients; Claude Code's ANTHROPIC_BASE_URL is the root (its SDK appends /v1/messages).
+    base_path: str = "/v1"
     # qwen-code guards itself: it renames a repeated id (`<id>__qwen_dup_2`) and, seeing the
     # same call again, refuses it or halts the run with its own loop detection (this message).
     own_guard: str | None = None
+    # Claude Code runs a tool_use whose id the conversation already had, then leaves it out of
+    # the history it sends ("[Tool use interrupted]" in its place): the model never learns
+    # that the call ran and asks again, so ids that restart every response loop it.
+    drops_repeated_ids: bool = False
 
     @property
     def version(self) -> str:
         manifest = json.loads((MODULES / self.package / "package.json").read_text())
         return str(manifest["version"])
 
-    def invocation(self, scratch: Scratch, base_url: str, model: str) -> Invocation:
+    def invocation(self, scratch: Scratch, server_url: str, model: str) -> Invocation:
+        base_url = server_url + self.base_path
         return self.setup(scratch, base_url, model, prompt(self.steps(scratch), scratch))
 
 
@@ -254,6 +262,56 @@ def _qwen(s: Scratch, base_url: str, model: str, text: str) -> Invocation:
     return Invocation([*argv, text], env)
 
 
+# --- Claude Code ----------------------------------------------------------------------------
+
+CLAUDE_TOOLS = "Bash,Read,Write"
+
+
+def _claude_steps(s: Scratch) -> list[Step]:
+    # It offers no listing tool of its own here (Glob and Grep need ripgrep): `ls` in Bash.
+    return [
+        ("Bash", {"command": f"ls {s.work}", "description": "List the directory"}),
+        ("Bash", {"command": s.shell_command(), "description": "Append to the log"}),
+        ("Read", {"file_path": str(s.notes)}),
+        ("Write", {"file_path": str(s.out), "content": WRITTEN}),
+    ]
+
+
+def claude_env(s: Scratch, base_url: str) -> dict[str, str]:
+    """Claude Code offline: with these it opens no connection but to its base URL (traced
+    with strace: one connect, to the proxy), and keeps its state in the scratch home."""
+    return s.env() | {
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": API_KEY,
+        "CLAUDE_CONFIG_DIR": str(s.home / ".claude"),
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+    }
+
+
+def claude_argv(model: str, text: str) -> list[str]:
+    # `--dangerously-skip-permissions` refuses to run as root; an allowed-tools list approves
+    # the same tools for any user.
+    cli = MODULES / "@anthropic-ai" / "claude-code" / "bin" / "claude.exe"
+    return [
+        str(cli),
+        "-p",
+        text,
+        "--output-format",
+        "json",
+        "--model",
+        model,
+        "--allowedTools",
+        CLAUDE_TOOLS,
+    ]
+
+
+def _claude(s: Scratch, base_url: str, model: str, text: str) -> Invocation:
+    return Invocation(claude_argv(model, text), claude_env(s, base_url))
+
+
 AGENTS = (
     Agent("opencode", "opencode-ai", _opencode_steps, _opencode),
     Agent("pi", "@mariozechner/pi-coding-agent", _pi_steps, _pi),
@@ -263,5 +321,13 @@ AGENTS = (
         _qwen_steps,
         _qwen,
         own_guard="Loop detection halted the run",
+    ),
+    Agent(
+        "claude-code",
+        "@anthropic-ai/claude-code",
+        _claude_steps,
+        _claude,
+        base_path="",
+        drops_repeated_ids=True,
     ),
 )

@@ -110,13 +110,23 @@ class Run:
                 str(call.get("id"))
                 for message in body.get("messages", [])
                 if isinstance(message, dict) and message.get("role") == "assistant"
-                for call in message.get("tool_calls") or []
-                if isinstance(call, dict)
+                for call in _calls(message)
             ]
             twice = sorted(i for i, n in Counter(ids).items() if n > 1)
             if twice:
                 found.append((number, twice))
         return found
+
+
+def _calls(message: JSON) -> list[JSON]:
+    """An assistant message's tool calls: Chat Completions `tool_calls`, or Anthropic
+    `tool_use` content blocks."""
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else []
+        calls = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+    return [call for call in calls if isinstance(call, dict)]
 
 
 def run_agent(agent: Agent, cell: Cell, route: str, root: Path) -> Run:
@@ -128,7 +138,7 @@ def run_agent(agent: Agent, cell: Cell, route: str, root: Path) -> Run:
         if route == "proxy":
             upstream = Route(name="default", upstream=sim.url + "/v1")
             server = stack.enter_context(serving(create_app(Settings(routes=(upstream,)))))
-        call = agent.invocation(scratch, server.url + "/v1", cell.model)
+        call = agent.invocation(scratch, server.url, cell.model)
         returncode, seconds, output = _execute(call.argv, call.env, call.stdin, scratch)
         trips = _breaker_trips(server.url) if route == "proxy" else None
         requests = list(log.requests)

@@ -1,7 +1,8 @@
 """Node clients through the proxy: the official `openai` package (hand-written loops on
 `create`, streaming and not, the `.stream()` helper, and the SDK's own `runTools` loop) and the
-Vercel AI SDK (`ai` with `@ai-sdk/openai-compatible`: `generateText` and `streamText` with
-tools that have `execute` functions, multi-step by `stopWhen: stepCountIs(n)`).
+Vercel AI SDK (`ai` with `@ai-sdk/openai-compatible`, and with `@ai-sdk/anthropic` on the
+Anthropic Messages surface: `generateText` and `streamText` with tools that have `execute`
+functions, multi-step by `stopWhen: stepCountIs(n)`).
 
 The scripts in tests/clients/node run every profile's loop in one process per mode (Node
 starts slowly) and print one JSON result per profile; each profile is still its own test.
@@ -9,6 +10,7 @@ starts slowly) and print one JSON result per profile; each profile is still its 
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests.clients.common import (
+    LOOP_ERROR,
     MAX_STEPS,
     PROFILES,
     REPLAY_LOOP,
@@ -37,11 +40,13 @@ OPENAI_MODES = [
     "run-tools",
     "run-tools-stream",
 ]
-AI_SDK_MODES = ["generate", "stream", "stream-usage"]
-REPORTS_USAGE = {"create", "stream-usage", "run-tools", "generate"}  # non-streaming or asked
+AI_SDK_ANTHROPIC_MODES = ["anthropic-generate", "anthropic-stream"]  # @ai-sdk/anthropic
+AI_SDK_MODES = ["generate", "stream", "stream-usage", *AI_SDK_ANTHROPIC_MODES]
+# Non-streaming, or asked for; Anthropic Messages always reports usage.
+REPORTS_USAGE = {"create", "stream-usage", "run-tools", "generate", *AI_SDK_ANTHROPIC_MODES}
 CONTROL_MODELS = ["kimi", "index0-parallel", "missing-id", "replay-once", REPLAY_LOOP]
 CONTROL_OPENAI_MODES = [mode for mode in OPENAI_MODES if mode != "stream-usage"]
-CONTROL_AI_SDK_MODES = ["generate", "stream"]
+CONTROL_AI_SDK_MODES = ["generate", "stream", *AI_SDK_ANTHROPIC_MODES]
 
 Runs = Callable[[str, str, str], dict[str, Loop]]
 
@@ -100,13 +105,25 @@ def test_ai_sdk_through_proxy(runs: Runs, mode: str, profile: str) -> None:
         assert_usage_reported(loop)
 
 
-@pytest.mark.parametrize("mode", AI_SDK_MODES)
+@pytest.mark.parametrize("mode", [*AI_SDK_MODES[:3], "anthropic-generate"])
 def test_ai_sdk_replay_loop_is_reported(runs: Runs, mode: str) -> None:
     # generateText throws an APICallError on the HTTP 422, and streamText emits it as an error
     # part (the loop tripped before the stream's first byte), which the script rethrows.
     loop = runs(AI_SDK, mode, "proxy")[REPLAY_LOOP]
     assert_replay_loop_reported(loop)
     assert loop.error is not None and loop.error.startswith("AI_APICallError:"), loop.error
+
+
+def test_ai_sdk_anthropic_stream_replay_loop_is_reported(runs: Runs) -> None:
+    """A stream on Anthropic Messages always ends a loop with an in-stream `error` event
+    (SPEC §8), which streamText emits as an error part carrying Anthropic's error object."""
+    loop = runs(AI_SDK, "anthropic-stream", "proxy")[REPLAY_LOOP]
+    context = str(loop)
+    assert loop.error is not None and loop.error.startswith("loop_detected error part:"), context
+    assert LOOP_ERROR in loop.error and "run_shell_command" in loop.error, context
+    first_call = ("run_shell_command", json.dumps({"command": "echo round-1-0"}))
+    assert [call.key for call in loop.executed] == [first_call], context
+    assert loop.final_text is None, context
 
 
 # --- controls: the same loops straight to the simulator fail -------------------------------
@@ -160,9 +177,14 @@ def test_control_ai_sdk_ids_collide(runs: Runs, mode: str) -> None:
     [
         ("generate", "AI_APICallError: Invalid JSON response"),
         ("stream", "AI_TypeValidationError: Type validation failed"),
+        # @ai-sdk/anthropic: a tool_use block without an id
+        ("anthropic-generate", "AI_APICallError: Invalid JSON response"),
+        ("anthropic-stream", "AI_TypeValidationError: Type validation failed"),
     ],
 )
-def test_control_ai_sdk_rejects_object_arguments(runs: Runs, mode: str, error: str) -> None:
+def test_control_ai_sdk_rejects_the_missing_id_profile(runs: Runs, mode: str, error: str) -> None:
+    """`@ai-sdk/openai-compatible` rejects its object arguments, `@ai-sdk/anthropic` its
+    `tool_use` blocks without an id."""
     loop = runs(AI_SDK, mode, "simulator")["missing-id"]
     assert loop.error is not None and loop.error.startswith(error), loop
     assert loop.executed == []

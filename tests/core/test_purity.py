@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import proxy.anthropic
 import proxy.chat
 
 FORBIDDEN = ["asyncio", "httpx", "httpcore", "starlette", "uvicorn", "anyio"]
@@ -17,7 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def core_modules() -> list[str]:
     chat = [f"proxy.chat.{m.name}" for m in pkgutil.iter_modules(proxy.chat.__path__)]
-    return ["proxy.sse", "proxy.chat", *sorted(chat)]
+    anthropic = [
+        f"proxy.anthropic.{m.name}" for m in pkgutil.iter_modules(proxy.anthropic.__path__)
+    ]
+    return ["proxy.sse", "proxy.chat", *sorted(chat), "proxy.anthropic", *sorted(anthropic)]
 
 
 def imported_after(modules: list[str]) -> set[str]:
@@ -37,6 +41,8 @@ def test_core_modules_are_all_covered() -> None:
     modules = core_modules()
     for expected in ["decide", "guard", "history", "ids", "message", "notes", "stream"]:
         assert f"proxy.chat.{expected}" in modules
+    for expected in ["exchange", "message", "request", "stream"]:
+        assert f"proxy.anthropic.{expected}" in modules
 
 
 def test_core_imports_no_io_libraries() -> None:

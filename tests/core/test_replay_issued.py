@@ -227,6 +227,18 @@ def test_a_replay_of_a_synthetically_answered_call_trips_under_either_id(raw_id:
     assert isinstance(second.error, ReplayLoopDetected)
 
 
+def test_a_replay_of_another_call_under_the_same_restarted_id_is_not_a_loop() -> None:
+    """Restarted counters give every response's first call the same raw id: after the proxy
+    answered B's replay, a replay of A comes back as `functions.bash:0` too. It is a replay of
+    a call the proxy has not answered in this request (SPEC §5), so it gets its own answer."""
+    second = followup_core()
+    feed_reads(second, [replay_of_b(arguments=ARGS_A)])
+    assert second.error is None
+    assert second.followup is not None
+    (replay,) = second.followup.replays
+    assert (replay.raw_id, replay.client_id) == (RESTARTED, CLIENT_A)
+
+
 # -- SPEC §5: until a byte reaches the client, a loop can still be an HTTP 422 ----------------
 
 

@@ -50,14 +50,14 @@ def test_json_report_names_kimi_quirks_and_recommends_a_route_serve_accepts(
     surfaces = {s["path"]: (s["answers"], s["proxy"]) for s in report["surfaces"]}
     assert surfaces == {
         "/chat/completions": (True, "repairs"),
-        "/messages": (False, "passes through"),
+        "/messages": (True, "repairs"),
         "/responses": (False, "passes through"),
     }
     routes_file = tmp_path / "routes.yaml"
     routes_file.write_text(report["routes_file"], encoding="utf-8")
     _, [route] = load_yaml_routes(routes_file.read_text(), Route(name="default", upstream=""))
     assert (route.upstream, route.dialect, route.ids) == (provider.url + "/v1", "kimi", "auto")
-    assert report["requests"] == len(sim_log.requests) + 2 == MAX_REQUESTS  # + the two 404s
+    assert report["requests"] == len(sim_log.paths) == MAX_REQUESTS  # the 404s included
 
 
 def test_it_sends_only_canned_tool_results_and_its_two_harmless_tools(
@@ -65,18 +65,17 @@ def test_it_sends_only_canned_tool_results_and_its_two_harmless_tools(
 ) -> None:
     done = doctor(provider.url + "/v1", "name-index")
     assert done.returncode == 0, done.stderr
-    assert len(sim_log.requests) == 6
+    # The chat probes offer the tools; the surface probes (a one-line prompt) offer none.
+    chat = [body for body in sim_log.requests if "tools" in body]
+    assert len(chat) == 6
     tool_messages = [
-        message
-        for body in sim_log.requests
-        for message in body["messages"]
-        if message["role"] == "tool"
+        message for body in chat for message in body["messages"] if message["role"] == "tool"
     ]
     # Turn 2 answers turn 1's two calls; turn 3 answers both rounds' (4 + 2, twice).
     assert len(tool_messages) == 2 * (2 + 4)
     prefix = CANNED.split("{")[0]
     assert all(message["content"].startswith(prefix) for message in tool_messages)
-    assert all(body["tools"] == TOOLS for body in sim_log.requests)
+    assert all(body["tools"] == TOOLS for body in chat)
     # The history carries the provider's own ids back, as a client would.
     assert {m["tool_call_id"] for m in tool_messages} == {"get_weather_0", "get_time_1"}
     assert "ids that only count calls within one response" in done.stdout

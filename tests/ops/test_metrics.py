@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -318,3 +319,21 @@ async def test_requests_carry_the_api_surface_they_used(
     assert counters["requests{route=sim,status=200,stream=false,surface=chat_completions}"] == 1
     assert counters["requests{route=sim,status=200,stream=false,surface=other}"] == 1
     assert counters["ids_rewritten{reason=counter_shaped,surface=chat_completions}"] == 1
+
+
+async def test_each_upstream_round_observes_its_own_time_to_first_byte() -> None:
+    """A follow-up round's time to its response head is its own, not the first round's again:
+    here the provider takes half a second to answer the follow-up and none for the first."""
+    replays = [(i, "run_shell_command", a) for i, a in TWO_CALLS]
+    slow = replace(answer(content="Done.", stream=False), head_delay=0.5)
+    upstream = SequenceUpstream(rounds=(answer(*replays, stream=False), slow))
+    async with _proxy_over(upstream) as (client, _):
+        body = {"model": "m", "tools": TOOLS, "messages": TWO_ANSWERED}
+        reply = await client.post("/v1/chat/completions", json=body)
+        assert reply.status_code == 200 and "Done." in reply.text
+        families = _families((await client.get("/metrics")).text)
+    name = "toolcall_proxy_upstream_ttfb_seconds"
+    assert _value(families, name, name + "_count") == 2  # one per upstream request
+    # The slow round is in the histogram (observing the first round twice would need it to
+    # take a quarter of a second to reach this sum)
+    assert _value(families, name, name + "_sum") >= 0.5

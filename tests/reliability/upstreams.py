@@ -38,6 +38,7 @@ class Script:
     # Lockstep: before each piece after the first, take one release of this (at most
     # HOLD_LIMIT_S each), so a test decides when the next write may go out.
     gate: threading.Semaphore | None = field(default=None, compare=False)
+    head_delay: float = 0.0  # seconds before the response head: a provider slow to answer
 
 
 HOLD_LIMIT_S = 10.0
@@ -162,6 +163,8 @@ class ScriptedUpstream:
             except orjson.JSONDecodeError:
                 pass
         script = self.pick(path, stream)
+        if script.head_delay:
+            await asyncio.sleep(script.head_delay)
         await send(
             {"type": "http.response.start", "status": script.status, "headers": script.headers}
         )

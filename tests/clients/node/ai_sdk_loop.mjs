@@ -1,30 +1,39 @@
-// A multi-step tool loop on the Vercel AI SDK (`ai` 6) with `@ai-sdk/openai-compatible`:
-// tools with `execute` functions, the SDK runs the loop (`stopWhen: stepCountIs(n)`).
+// A multi-step tool loop on the Vercel AI SDK (`ai` 6) with `@ai-sdk/openai-compatible` (Chat
+// Completions) or `@ai-sdk/anthropic` (Anthropic Messages): tools with `execute` functions, the
+// SDK runs the loop (`stopWhen: stepCountIs(n)`).
 //
 // Usage: node ai_sdk_loop.mjs <base-url> <models> <mode> [max-steps]
 //   (or TOOLCALL_BASE_URL, TOOLCALL_MODEL, TOOLCALL_MODE, TOOLCALL_MAX_STEPS)
 // <models> is one model name or several separated by commas (one loop each, in order).
 // Modes: generate (generateText), stream (streamText, consuming fullStream), stream-usage
-// (streamText with the provider's `includeUsage: true`, so stream_options.include_usage).
+// (streamText with the provider's `includeUsage: true`, so stream_options.include_usage);
+// anthropic-generate and anthropic-stream: the same two on `@ai-sdk/anthropic`, whose base URL
+// is the same `.../v1` (it posts to `/messages`).
 // Prints one JSON object per model, one per line:
 //   {final_text, steps, usage: [total tokens per step that reported usage],
 //    executed: [{id, name, arguments}], error: null | {name, message, status?, code?}}
+import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { generateText, stepCountIs, streamText, tool } from 'ai';
 import { z } from 'zod';
 
 import { finish, parseArgs, userPrompt } from './common.mjs';
 
-const { baseURL, model: models, mode, maxSteps } = parseArgs();
-const provider = createOpenAICompatible({
-  name: 'toolcall-proxy',
-  baseURL,
-  apiKey: 'sk-test',
-  includeUsage: mode === 'stream-usage',
-});
+const { baseURL, model: models, mode: fullMode, maxSteps } = parseArgs();
+const anthropic = fullMode.startsWith('anthropic-');
+const mode = anthropic ? fullMode.slice('anthropic-'.length) : fullMode;
+const languageModel = anthropic
+  ? createAnthropic({ baseURL, apiKey: 'sk-test' })
+  : createOpenAICompatible({
+      name: 'toolcall-proxy',
+      baseURL,
+      apiKey: 'sk-test',
+      includeUsage: mode === 'stream-usage',
+    }).chatModel;
 
 // An Error (generateText), or the provider's error object from an error part (streamText:
-// the `error` of a `data: {"error": {...}}` event, not an Error instance).
+// the `error` of a `data: {"error": {...}}` event or of Anthropic's `error` event, not an
+// Error instance).
 function describeError(err) {
   const name = err instanceof Error ? err.name : `${err?.type ?? 'unknown'} error part`;
   const error = { name, message: String(err?.message ?? err) };
@@ -34,7 +43,8 @@ function describeError(err) {
 }
 
 async function runOne(model) {
-  const result = { client: 'ai-sdk', mode, model, final_text: null, steps: 0, executed: [] };
+  const client = anthropic ? 'ai-sdk-anthropic' : 'ai-sdk';
+  const result = { client, mode, model, final_text: null, steps: 0, executed: [] };
   result.usage = [];
   const recordSteps = steps => {
     result.steps = steps.length;
@@ -60,12 +70,14 @@ async function runOne(model) {
     }),
   };
   const settings = {
-    model: provider.chatModel(model),
+    model: languageModel(model),
     tools,
     prompt: userPrompt,
     stopWhen: stepCountIs(maxSteps),
     maxRetries: 0,
     timeout: 20_000,
+    // Anthropic requires max_tokens; the SDK picks 4096 (with a warning) for unknown models.
+    ...(anthropic ? { maxOutputTokens: 1024 } : {}),
   };
   try {
     if (mode === 'generate') {

@@ -1,0 +1,76 @@
+"""What the shell tells logs and metrics about an exchange's decisions (SPEC §7).
+
+Kept apart from the round loop: what is counted and logged changes for other reasons than how
+bytes move.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from proxy.chat.guard import Replay
+from proxy.chat.notes import Note
+from proxy.errors import ReplayLoopDetected
+from proxy.observability import LOGGER, Metrics, log_decisions
+from proxy.surface_codec import Exchange
+
+if TYPE_CHECKING:
+    from proxy.exchange_handler import ExchangeRequest
+
+
+class ExchangeReporter:
+    """Counts and logs one app's exchanges (its metrics registry)."""
+
+    def __init__(self, metrics: Metrics):
+        self.metrics = metrics
+
+    def notes(self, req: ExchangeRequest, notes: list[Note]) -> None:
+        if notes:
+            self.metrics.record_notes(notes, req.codec.surface.label)
+            req.log.count(notes)
+            log_decisions(req.request_id, notes)
+            notes.clear()
+
+    def answered(self, req: ExchangeRequest, replays: list[Replay]) -> None:
+        self.metrics.replays_answered.labels(req.codec.surface.label).inc(len(replays))
+        req.log.fields["replays_answered"] += len(replays)
+        for replay in replays:
+            LOGGER.warning(
+                "replay answered",
+                extra={
+                    "fields": {
+                        "request_id": req.request_id,
+                        "route": req.route.name,
+                        "tool": replay.name,
+                        "raw_id": replay.raw_id,
+                        "client_id": replay.client_id,
+                        "matched": replay.form,
+                        "event": "replay_answered",
+                    }
+                },
+            )
+
+    def tripped(self, req: ExchangeRequest, exc: ReplayLoopDetected) -> None:
+        self.metrics.breaker_trips.labels(req.codec.surface.label).inc()
+        req.log.fields["breaker"] = True
+        LOGGER.warning(
+            "replay loop stopped",
+            extra={
+                "fields": {
+                    "request_id": req.request_id,
+                    "route": req.route.name,
+                    "tool": exc.tool_name,
+                    "raw_id": exc.raw_id,
+                    "client_id": exc.client_id,
+                    "reason": exc.reason,
+                    "event": "breaker_trip",
+                }
+            },
+        )
+
+    def record(self, req: ExchangeRequest, exchange: Exchange) -> None:
+        notes, non_json = exchange.report()
+        if notes:
+            self.notes(req, notes)
+        if non_json:
+            req.log.fields["non_json_events"] = non_json
