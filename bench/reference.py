@@ -82,33 +82,37 @@ def _measure(
         toolcall = interleaved.toolcall_streams(pair, sizes.variant_streams, 10, rewrites=rewrites)
     finally:
         pair.close()
-    load.run(candidate.port, 16, 1.0, work)
-    direct = load.run(upstream.port, 16, sizes.load_s, work)
-    proxied = load.run(candidate.port, 16, sizes.load_s, work)
-    body = toolcall_body()
-    load.run(candidate.port, 16, 1.0, work, body)
-    direct_streams = load.run(upstream.port, 16, sizes.load_s, work, body)
-    proxied_streams = load.run(candidate.port, 16, sizes.load_s, work, body)
     return {
         "non_streaming_p50_added_ms": percentile(small.proxy, 50) - percentile(small.direct, 50),
         "non_streaming_p99_added_ms": percentile(small.proxy, 99) - percentile(small.direct, 99),
         "stream_last_byte_p50_added_ms": percentile(fast.last_byte.proxy, 50)
         - percentile(fast.last_byte.direct, 50),
-        "rps16_direct": direct.rps,
-        "rps16": proxied.rps,
-        "rps16_ratio": _ratio(proxied.rps, direct.rps),
-        "rps16_errors": proxied.errors,
         "toolcall_last_byte_p50_added_ms": percentile(toolcall.last_byte.proxy, 50)
         - percentile(toolcall.last_byte.direct, 50),
-        "toolcall_rps16_direct": direct_streams.rps,
-        "toolcall_rps16": proxied_streams.rps,
-        "toolcall_rps16_ratio": _ratio(proxied_streams.rps, direct_streams.rps),
-        "toolcall_rps16_errors": proxied_streams.errors,
+        **_rps16(upstream, candidate, sizes, work, "rps16", None),
+        **_rps16(upstream, candidate, sizes, work, "toolcall_rps16", toolcall_body()),
     }
 
 
-def _ratio(proxied: float, direct: float) -> float:
-    return proxied / direct if direct else 0.0
+def _rps16(
+    upstream: procs.Server,
+    candidate: procs.Server,
+    sizes: Sizes,
+    work: Path,
+    key: str,
+    body: dict[str, object] | None,
+) -> dict[str, float]:
+    """Requests per second at 16 connections, direct and through `candidate`, after a short
+    unmeasured run (so neither side pays for opening its pool)."""
+    load.run(candidate.port, 16, 1.0, work, body)
+    direct = load.run(upstream.port, 16, sizes.load_s, work, body)
+    proxied = load.run(candidate.port, 16, sizes.load_s, work, body)
+    return {
+        f"{key}_direct": direct.rps,
+        key: proxied.rps,
+        f"{key}_ratio": proxied.rps / direct.rps if direct.rps else 0.0,
+        f"{key}_errors": proxied.errors,
+    }
 
 
 def _row(label: str, m: dict[str, Any]) -> tuple[str, ...]:
