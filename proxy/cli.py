@@ -122,9 +122,10 @@ def sanitize_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--explain", action="store_true", help="one line per decision on stderr")
     parser.add_argument(
         "--surface",
-        choices=("auto", "chat", "anthropic"),
+        choices=("auto", "chat", "anthropic", "responses"),
         default="auto",
-        help="the capture's API: chat completions or Anthropic Messages (default: told by it)",
+        help="the capture's API: chat completions, Anthropic Messages or OpenAI Responses"
+        " (default: told by it)",
     )
     for name in ("ids", "dialect", "text_tool_calls"):
         add_flag(parser, OPTION[name], default=OPTION[name].default)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from proxy.anthropic.codec import ANTHROPIC_CODEC
 from proxy.chat.codec import CHAT_CODEC
+from proxy.responses.codec import RESPONSES_CODEC
 from proxy.surface_codec import SurfaceCodec
 
 CODECS: dict[str, SurfaceCodec] = {
-    codec.surface.path: codec for codec in (CHAT_CODEC, ANTHROPIC_CODEC)
+    codec.surface.path: codec for codec in (CHAT_CODEC, ANTHROPIC_CODEC, RESPONSES_CODEC)
 }
 
 

@@ -4,23 +4,27 @@ Reads the upstream's stream (a file or stdin) and optionally the request JSON it
 writes the stream the client would have received to stdout and, with --explain, one line
 per decision to stderr. This is how a user debugs a provider without a network.
 Anthropic Messages captures (an event stream with `message_start`, or a whole message body)
-run through that surface's exchange (`--surface`, told by the capture when `auto`).
+run through that surface's exchange (`--surface`, told by the capture when `auto`), and so
+do OpenAI Responses captures (its events or a whole response, or a request with `input`).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import orjson
 
 from proxy.chat.decide import ResponseIds
+from proxy.chat.exchange import RouteRules
 from proxy.chat.guard import GuardState
 from proxy.chat.history import translate_request
 from proxy.chat.notes import explain
 from proxy.chat.stream import StreamSanitizer
+from proxy.responses.offline import looks_like_responses, sanitize_responses
 from proxy.sanitize_anthropic import run_anthropic
 
 # Read the capture in pieces, as a socket would deliver it.
@@ -36,7 +40,11 @@ def run_sanitize(args: argparse.Namespace) -> int:
         return 2
     with source:
         first = source.read(READ_SIZE)
-        if _surface(args, first) == "anthropic":
+        given = request if args.request else None
+        surface = _surface(args, first, given)
+        if surface == "responses":
+            return _run_responses(args, given, first, source)
+        if surface == "anthropic":
             return run_anthropic(args, request, first, source)
         return _run_chat(args, request, first, source)
 
@@ -49,18 +57,47 @@ def _open(path: str) -> BinaryIO | None:
         return None
 
 
-def _surface(args: argparse.Namespace, first: bytes) -> str:
-    """The capture's API: as told, else Anthropic when it looks like one of its streams or
-    message bodies."""
+def _surface(args: argparse.Namespace, first: bytes, request: dict[str, Any] | None) -> str:
+    """The capture's API: as told, else Responses or Anthropic when it looks like one of
+    their streams or bodies (Responses first: its items are `"type":"message"` too)."""
     surface: str = getattr(args, "surface", "auto")
     if surface != "auto":
         return surface
+    if looks_like_responses(first, request):
+        return "responses"
     head = first.lstrip()
     if b"message_start" in first or b"content_block_" in first:
         return "anthropic"
     if head.startswith(b"{") and b'"type":"message"' in head.replace(b" ", b""):
         return "anthropic"
     return "chat"
+
+
+def _run_responses(
+    args: argparse.Namespace, request: dict[str, Any] | None, first: bytes, source: BinaryIO
+) -> int:
+    """A Responses capture (SPEC §8): its events or body through the Responses exchange."""
+    rules = RouteRules(
+        ids=args.ids, dialect=args.dialect, text_tool_calls=args.text_tool_calls == "auto"
+    )
+    out = sys.stdout.buffer
+
+    def reads() -> Iterator[bytes]:
+        chunk = first
+        while chunk:
+            yield chunk
+            chunk = source.read(READ_SIZE)
+
+    def write(data: bytes) -> None:
+        out.write(data)
+
+    def say(line: str) -> None:
+        if args.explain or line.startswith("toolcall-proxy"):
+            print(line, file=sys.stderr)
+
+    status = sanitize_responses(reads(), first, request, rules, write, say)
+    out.flush()
+    return status
 
 
 def _run_chat(
@@ -102,9 +139,12 @@ def _load_request(path: str) -> dict[str, Any] | None:
     except (OSError, orjson.JSONDecodeError) as exc:
         print(f"toolcall-proxy sanitize: cannot read request {path}: {exc}", file=sys.stderr)
         return None
-    if not isinstance(loaded, dict) or not isinstance(loaded.get("messages"), list):
+    if not isinstance(loaded, dict) or not (
+        isinstance(loaded.get("messages"), list) or "input" in loaded
+    ):
         print(
-            "toolcall-proxy sanitize: the request must be a JSON object with a messages list",
+            "toolcall-proxy sanitize: the request must be a JSON object with a messages list"
+            " (Chat Completions, Anthropic) or an input (Responses)",
             file=sys.stderr,
         )
         return None

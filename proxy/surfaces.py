@@ -21,15 +21,16 @@ CHAT_COMPLETIONS = Surface(
     "Chat Completions", "chat_completions", "/chat/completions", repaired=True
 )
 ANTHROPIC_MESSAGES = Surface("Anthropic Messages", "anthropic_messages", "/messages", repaired=True)
-RESPONSES = Surface("Responses", "responses", "/responses", repaired=False)
+RESPONSES = Surface("Responses", "responses", "/responses", repaired=True)
 SURFACES: tuple[Surface, ...] = (CHAT_COMPLETIONS, ANTHROPIC_MESSAGES, RESPONSES)
 
 
 def describe_surfaces() -> str:
-    """`repairs /chat/completions, passes through /messages, ...`, for people to read."""
+    """`repairs /chat/completions, ..., passes through /x and every other path`, for people."""
     repaired = [s.path for s in SURFACES if s.repaired]
     passed = [s.path for s in SURFACES if not s.repaired]
-    return f"repairs {', '.join(repaired)}, passes through {', '.join(passed)} and every other path"
+    others = f"{', '.join(passed)} and every other path" if passed else "every other path"
+    return f"repairs {', '.join(repaired)}, passes through {others}"
 
 
 __all__ = [

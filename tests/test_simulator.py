@@ -556,7 +556,12 @@ async def test_openai_sdk_reads_the_reference_stream(server: Server) -> None:
 async def test_openapi_page_documents_the_endpoints_and_the_profiles(asgi: Sim) -> None:
     client, _ = asgi
     spec = (await client.get("/openapi.json")).json()
-    assert {"/v1/chat/completions", "/v1/models", "/v1/embeddings"} <= set(spec["paths"])
+    assert {
+        "/v1/chat/completions",
+        "/v1/models",
+        "/v1/embeddings",
+        "/v1/responses",
+    } <= set(spec["paths"])
     chat = spec["paths"]["/v1/chat/completions"]["post"]
     schema = chat["requestBody"]["content"]["application/json"]["schema"]
     assert schema["required"] == ["messages"] and "stream" in schema["properties"]

@@ -23,7 +23,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from proxy import __version__
 from proxy.asgi import ASGIApp, Receive, Scope, Send
-from proxy.simulator import anthropic, docs
+from proxy.simulator import anthropic, docs, responses
 from proxy.simulator.profiles import (
     JSON,
     PROFILES,
@@ -270,6 +270,7 @@ async def _json_body(request: Request) -> JSON | Response:
 class _Simulator:
     def __init__(self, log: SimulatorLog) -> None:
         self.log = log
+        self.stored = responses.ResponseStore()  # Responses' stored conversations
 
     async def chat(self, request: Request) -> Response:
         body = await _json_body(request)
@@ -346,6 +347,22 @@ class _Simulator:
             return body
         return Response(anthropic.count_tokens(body), media_type="application/json")
 
+    async def responses(self, request: Request) -> Response:
+        """OpenAI Responses, in the same profiles' quirks (proxy/simulator/responses.py)."""
+        body = await responses.read_body(request)
+        if isinstance(body, Response):
+            return body
+        self.log.requests.append(body)
+        planned = responses.plan(body, self.stored)
+        if isinstance(planned, Response):
+            return planned
+        profile, reply, model, items = planned
+        if body.get("stream") is True:
+            frames = responses.event_frames(profile, body, reply, model, items, self.stored)
+            return self._answer(profile, reply, frames=frames)
+        payload = responses.response_body(profile, body, reply, model, items, self.stored)
+        return self._answer(profile, reply, payload=payload)
+
     async def models(self, request: Request) -> Response:
         data = [
             {"id": name, "object": "model", "created": 0, "owned_by": "toolcall-proxy-simulator"}
@@ -411,6 +428,7 @@ def create_simulator_app(log: SimulatorLog | None = None) -> FastAPI:
     app.add_api_route(
         "/v1/messages/count_tokens", sim.count_tokens, methods=["POST"], **docs.COUNT_TOKENS
     )
+    app.add_api_route("/v1/responses", sim.responses, methods=["POST"], **docs.RESPONSES)
     app.add_api_route("/v1/models", sim.models, methods=["GET"], **docs.MODELS)
     app.add_api_route("/v1/embeddings", sim.embeddings, methods=["POST"], **docs.EMBEDDINGS)
     app.add_api_route("/{path:path}", sim.not_found, methods=_ALL_METHODS, include_in_schema=False)

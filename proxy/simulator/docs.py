@@ -103,6 +103,36 @@ CHAT: JSON = {
         500: _error("fault-500: a server error"),
     },
 }
+RESPONSES_REQUEST: JSON = {
+    "type": "object",
+    "required": ["input"],
+    "properties": {
+        "model": MODEL,
+        "input": {"type": ["string", "array"], "items": {"type": "object"}},
+        "tools": {"type": "array", "items": {"type": "object"}},
+        "previous_response_id": {"type": "string"},
+        "conversation": {"type": ["string", "object"]},
+        "store": {"type": "boolean"},
+        "stream": {"type": "boolean"},
+    },
+}
+RESPONSES: JSON = {
+    "summary": "Create a response (OpenAI Responses) in the quirks of the profile `model` names",
+    "description": "Streams Responses events with `stream: true`, else one response object. "
+    "Keeps stored conversations for `previous_response_id` and `conversation`; answers 400 "
+    "like a strict provider when an output names no call, a call is unanswered or a request "
+    "repeats a `call_id`.",
+    "openapi_extra": _body(RESPONSES_REQUEST),
+    "responses": {
+        200: {
+            "description": "a response, or its event stream",
+            "content": {"application/json": {}, "text/event-stream": {}},
+        },
+        400: _error("a bad body, an unknown previous response, or unpaired tool calls"),
+        429: _error("fault-429: a rate limit, with retry-after"),
+        500: _error("fault-500: a server error"),
+    },
+}
 MODELS: JSON = {
     "summary": "List the profiles as models",
     "responses": {200: {"description": "every profile", "content": {"application/json": {}}}},

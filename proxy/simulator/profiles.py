@@ -98,6 +98,10 @@ class Profile:
     block_stop: bool = True  # Anthropic Messages: close each content block (translators forget)
     preamble: tuple[str, ...] = ("Let me ", "run ", "that.")
     obfuscation: bool = False
+    # Responses: `.done` events (arguments, text, and a call's output_item.done) and item ids.
+    done_events: bool = True
+    item_ids: bool = True
+    loop_preamble: bool = False  # a looping model still writes its preamble before the call
     replay: Replay = Replay.NONE
     replay_id: ReplayId = ReplayId.HISTORY
     # The replay follows this many tool rounds and re-emits the latest call: after round 1 a
@@ -199,6 +203,16 @@ _ALL = (
         for mode in (Replay.ONCE, Replay.LOOP)
     ),
     Profile(name="dup-in-response", id_style=IdStyle.NAME_INDEX, duplicate_call=True),
+    # Responses servers that leave out item ids, or every `.done` event and the completion.
+    Profile(name="no-item-ids", id_style=IdStyle.KIMI_RESPONSE, item_ids=False),
+    Profile(name="no-done-events", id_style=IdStyle.KIMI_RESPONSE, done_events=False),
+    # A loop that shows text first: the breaker can then only act inside the stream.
+    Profile(
+        name="replay-loop-chatty",
+        id_style=IdStyle.NAME_INDEX,
+        replay=Replay.LOOP,
+        loop_preamble=True,
+    ),
     # Tool parser off: the calls arrive inside `content` as each model family's markup.
     *(Profile(name=f"leak-{fmt}", leak=fmt) for fmt in LEAK_FORMATS),
     Profile(name="fast", text_only=True),
@@ -469,7 +483,8 @@ def _reply_with(
     finish = profile.tool_finish if profile.terminate else None
     # A model stuck in a loop sends the bare call: nothing reaches the client before the
     # proxy can tell it is a loop (SPEC §5: then an HTTP 422, which agents do not retry).
-    return Reply(() if looping else profile.preamble, calls, finish, kimi_ok)
+    quiet = looping and not profile.loop_preamble
+    return Reply(() if quiet else profile.preamble, calls, finish, kimi_ok)
 
 
 def leak_content(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import proxy.anthropic
 import proxy.chat
+import proxy.responses
 
 FORBIDDEN = ["asyncio", "httpx", "httpcore", "starlette", "uvicorn", "anyio"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,7 +22,18 @@ def core_modules() -> list[str]:
     anthropic = [
         f"proxy.anthropic.{m.name}" for m in pkgutil.iter_modules(proxy.anthropic.__path__)
     ]
-    return ["proxy.sse", "proxy.chat", *sorted(chat), "proxy.anthropic", *sorted(anthropic)]
+    responses = [
+        f"proxy.responses.{m.name}" for m in pkgutil.iter_modules(proxy.responses.__path__)
+    ]
+    return [
+        "proxy.sse",
+        "proxy.chat",
+        *sorted(chat),
+        "proxy.anthropic",
+        *sorted(anthropic),
+        "proxy.responses",
+        *sorted(responses),
+    ]
 
 
 def imported_after(modules: list[str]) -> set[str]:
@@ -43,6 +55,8 @@ def test_core_modules_are_all_covered() -> None:
         assert f"proxy.chat.{expected}" in modules
     for expected in ["exchange", "message", "request", "stream"]:
         assert f"proxy.anthropic.{expected}" in modules
+    for expected in ["exchange", "request", "stream", "body", "ids"]:
+        assert f"proxy.responses.{expected}" in modules
 
 
 def test_core_imports_no_io_libraries() -> None:

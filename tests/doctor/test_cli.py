@@ -51,7 +51,7 @@ def test_json_report_names_kimi_quirks_and_recommends_a_route_serve_accepts(
     assert surfaces == {
         "/chat/completions": (True, "repairs"),
         "/messages": (True, "repairs"),
-        "/responses": (False, "passes through"),
+        "/responses": (True, "repairs"),
     }
     routes_file = tmp_path / "routes.yaml"
     routes_file.write_text(report["routes_file"], encoding="utf-8")

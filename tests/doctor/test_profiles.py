@@ -21,6 +21,9 @@ EXPECTED: dict[str, set[str]] = {
     # A conversation-wide counter: ids differ turn to turn, and start again in a new
     # conversation (the doctor holds two).
     "kimi-vllm": {"kimi_ids", "recurring_ids"},
+    # Responses quirks; on Chat Completions these profiles are the Kimi-like default.
+    "no-item-ids": {"kimi_ids", "recurring_ids"},
+    "no-done-events": {"kimi_ids", "recurring_ids"},
     "name-index": COUNTER,
     "call-index": COUNTER,
     "repeat-fields": COUNTER | {"repeated_fields"},
@@ -37,6 +40,7 @@ EXPECTED: dict[str, set[str]] = {
     "no-block-stop": set(),  # an Anthropic Messages quirk: chat completions as the reference
     "replay-once": COUNTER | {"replay"},
     "replay-loop": COUNTER | {"replay"},
+    "replay-loop-chatty": COUNTER | {"replay"},
     "replay-mixed": COUNTER | {"replay"},
     "replay-once-restarted": COUNTER | {"replay"},
     "replay-loop-restarted": COUNTER | {"replay"},

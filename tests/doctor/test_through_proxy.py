@@ -20,7 +20,9 @@ from tests.doctor.test_profiles import EXPECTED
 from tests.servers import ServerThread, serving
 
 PASSED_THROUGH = {"fault-garbage": {"keep_alives"}}
-LOOPS = {"replay-loop", "replay-loop-restarted"}
+LOOPS = {"replay-loop", "replay-loop-restarted", "replay-loop-chatty"}
+# A looping model that writes text before its replays: the stream had begun (SPEC §5).
+IN_STREAM = {"replay-loop-chatty"}
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +39,12 @@ def test_behind_the_proxy_nothing_is_left_to_report(proxy: ServerThread, profile
     if profile not in LOOPS:
         assert diagnosis.responses == 6 and diagnosis.incomplete == []
         return
-    # The loop is stopped with a 422, streaming too: the looping model sends nothing before
-    # its replays, so the loop shows before the stream's first byte (SPEC §5).
+    # The loop is stopped with a 422, streaming too when the looping model sends nothing
+    # before its replays: the loop shows before the stream's first byte (SPEC §5).
     whys = dict(diagnosis.incomplete)
     streamed = next(why for label, why in whys.items() if label.startswith("streaming"))
     whole = next(why for label, why in whys.items() if label.startswith("non-streaming"))
-    assert streamed.startswith("HTTP 422: Tool-call replay loop detected")
+    in_stream = "the stream ended with an error event: "
+    stream_form = in_stream if profile in IN_STREAM else "HTTP 422: "
+    assert streamed.startswith(stream_form + "Tool-call replay loop detected")
     assert whole.startswith("HTTP 422: Tool-call replay loop detected")

@@ -337,3 +337,19 @@ async def test_each_upstream_round_observes_its_own_time_to_first_byte() -> None
     # The slow round is in the histogram (observing the first round twice would need it to
     # take a quarter of a second to reach this sum)
     assert _value(families, name, name + "_sum") >= 0.5
+
+
+async def test_responses_traffic_is_labelled_with_its_surface(
+    proxy: tuple[httpx.AsyncClient, ProxyApp],
+) -> None:
+    """A Responses request whose Kimi-style `call_id` is rewritten, streamed and not."""
+    client, _ = proxy
+    tools = [{"type": "function", "name": "run_shell_command", "parameters": {"type": "object"}}]
+    for stream in (False, True):
+        body = {"model": "kimi", "input": "go", "tools": tools, "stream": stream}
+        answer_ = await client.post("/v1/responses", json=body)
+        assert answer_.status_code == 200 and "call_" in answer_.text
+    counters = _counters((await client.get("/metrics")).text, surface="responses")
+    assert counters["requests{route=sim,status=200,stream=false}"] == 1
+    assert counters["requests{route=sim,status=200,stream=true}"] == 1
+    assert counters["ids_rewritten{reason=invalid}"] == 2

@@ -137,3 +137,69 @@ def test_explain_says_which_form_of_the_raw_id_a_replay_matched(tmp_path: Path) 
     err = result.stderr.decode()
     assert "dropped call bash id 'functions.bash:0' (replay, matched the issued id)" in err
     assert f"matched the issued id of '{b}'" in err
+
+
+def _responses_event(kind: str, **fields: object) -> bytes:
+    return (
+        b"event: " + kind.encode() + b"\ndata: " + orjson.dumps({"type": kind, **fields}) + b"\n\n"
+    )
+
+
+def _responses_capture(call_id: str, arguments: str) -> bytes:
+    item = {"type": "function_call", "call_id": call_id, "name": "bash", "arguments": ""}
+    response = {"id": "resp_1", "object": "response", "status": "in_progress", "output": []}
+    return (
+        _responses_event("response.created", response=response, sequence_number=0)
+        + _responses_event("response.output_item.added", output_index=0, item=item)
+        + _responses_event(
+            "response.function_call_arguments.delta", output_index=0, delta=arguments
+        )
+    )  # no .done events, no response.completed
+
+
+def test_sanitize_reads_a_responses_stream_and_explains(tmp_path: Path) -> None:
+    capture = tmp_path / "capture.sse"
+    capture.write_bytes(_responses_capture("functions.bash:0", '{"cmd":"ls"}'))
+    result = run([str(capture), "--explain"])
+    assert result.returncode == 0, result.stderr
+    events = [orjson.loads(e.split(b"data: ", 1)[1]) for e in result.stdout.split(b"\n\n") if e]
+    types = [e["type"] for e in events]
+    assert types[-3:] == [
+        "response.function_call_arguments.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    call = events[-1]["response"]["output"][0]
+    assert call["call_id"].startswith("call_") and call["call_id"].endswith("_functions.bash:0")
+    assert call["id"].startswith("fc_")
+    assert "id 'functions.bash:0' -> 'call_" in result.stderr.decode()
+
+
+def test_sanitize_reads_a_responses_body_and_a_replay(tmp_path: Path) -> None:
+    client_id = "call_0123abcd_functions.bash:0"
+    request = tmp_path / "request.json"
+    history = [
+        {"role": "user", "content": "hi"},
+        {"type": "function_call", "call_id": client_id, "name": "bash", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": client_id, "output": "ok"},
+    ]
+    request.write_bytes(orjson.dumps({"model": "kimi-k2", "input": history}))
+    body = {
+        "id": "resp_1",
+        "object": "response",
+        "output": [
+            {
+                "type": "function_call",
+                "call_id": "functions.bash:0",
+                "name": "bash",
+                "arguments": "{}",
+            }
+        ],
+    }
+    capture = tmp_path / "body.json"
+    capture.write_bytes(orjson.dumps(body))
+    result = run([str(capture), "--request", str(request), "--explain"])
+    assert result.returncode == 0, result.stderr
+    err = result.stderr.decode()
+    assert f"history: call_id '{client_id}' (bash) -> upstream 'functions.bash:0'" in err
+    assert "replay: bash call_id 'functions.bash:0'" in err and "function_call_output" in err

@@ -1,0 +1,161 @@
+"""One `function_call` / `custom_tool_call` item of a Responses stream (SPEC §4, §8).
+
+A call collects what the upstream sends for it in any shape (whole arguments in
+`output_item.added`, deltas, a `.done` with the whole arguments, deltas that repeat what was
+already there, no `.done` at all) as one text, and hands the client the canonical events:
+`output_item.added` with empty arguments, argument deltas, one `.done` with the whole text,
+`output_item.done` with the whole item. It is *held* (nothing reaches the client) while its
+client id cannot be decided: no raw `call_id` yet, or a possible replay or in-response
+duplicate whose arguments must be complete first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.chat.ids import normalize_raw_id
+from proxy.chat.jsoncomplete import is_complete_json
+from proxy.jsontext import dumps
+
+# Per item kind: the key of its text, its delta event and its done event.
+_GRAMMAR = {
+    "function_call": (
+        "arguments",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+    ),
+    "custom_tool_call": (
+        "input",
+        "response.custom_tool_call_input.delta",
+        "response.custom_tool_call_input.done",
+    ),
+}
+
+
+def is_call_item(item: object) -> bool:
+    return isinstance(item, dict) and item.get("type") in _GRAMMAR
+
+
+def is_call_event(kind: str) -> bool:
+    return kind.startswith(
+        ("response.function_call_arguments.", "response.custom_tool_call_input.")
+    )
+
+
+@dataclass(slots=True)
+class CallItem:
+    item: dict[str, Any]  # as the upstream last described it
+    text: str = ""  # the arguments (or custom input) so far
+    complete: bool = False  # the text is whole enough to decide on (complete JSON, or closed)
+    closed: bool = False  # the upstream said the text is whole (`.done`, the item's end)
+    item_done: bool = False  # the upstream ended the item (or the round ended)
+    echo: int = -1  # >= 0: deltas are repeating text already known up to here
+    # Once delivered: where the client sees it, and how much of the text it has.
+    index: int = -1
+    client_call_id: str = ""
+    client_item_id: str = ""
+    sent: int = 0
+    done_sent: bool = False
+    item_sent: bool = False
+    dropped: bool = False
+    extra: list[dict[str, Any]] = field(default_factory=list)  # other events while held
+
+    @classmethod
+    def start(cls, item: dict[str, Any]) -> CallItem:
+        call = cls(dict(item))
+        whole = item.get(call.key)
+        if isinstance(whole, str) and whole:
+            # Whole arguments in output_item.added: deltas that follow may repeat them.
+            call.text = whole
+            call.echo = 0
+            call.complete = call.kind == "function_call" and is_complete_json(whole)
+        return call
+
+    @property
+    def kind(self) -> str:
+        return str(self.item.get("type"))
+
+    @property
+    def key(self) -> str:
+        return _GRAMMAR[self.kind][0]
+
+    @property
+    def delta_type(self) -> str:
+        return _GRAMMAR[self.kind][1]
+
+    @property
+    def done_type(self) -> str:
+        return _GRAMMAR[self.kind][2]
+
+    @property
+    def name(self) -> str:
+        name = self.item.get("name")
+        return name if isinstance(name, str) else ""
+
+    @property
+    def raw_id(self) -> str | None:
+        return normalize_raw_id(self.item.get("call_id"))
+
+    @property
+    def delivered(self) -> bool:
+        return self.index >= 0
+
+    def arguments_text(self) -> str:
+        return self.final_text()
+
+    def final_text(self) -> str:
+        """The whole text: `{}` for a function call that never got any arguments."""
+        if not self.text.strip() and self.kind == "function_call":
+            return "{}"
+        return self.text
+
+    def finish_text(self) -> None:
+        """The text is final: empty arguments become `{}` (SPEC §4), sent as a last delta."""
+        self.text = self.final_text()
+        self.complete = True
+
+    def add_delta(self, delta: str) -> None:
+        """A fragment; a repeat of text already known, or a final flush of all of it, adds
+        only what is new (SPEC §4)."""
+        if self.echo >= 0:
+            if self.text.startswith(delta, self.echo):
+                self.echo += len(delta)
+                return
+            self.echo = -1
+        if self.text and delta.startswith(self.text) and is_complete_json(delta):
+            delta = delta[len(self.text) :]
+        self.text += delta
+        if self.kind == "function_call" and not self.complete:
+            self.complete = is_complete_json(self.text)
+
+    def add_whole(self, whole: object) -> None:
+        """The whole text from a `.done` or the item's end: it completes the call; what it adds
+        beyond the fragments (all of it when none came) becomes the call's text."""
+        if isinstance(whole, str) and whole.startswith(self.text):
+            self.text = whole
+        elif isinstance(whole, dict):
+            self.add_whole(dumps(whole).decode())
+            return
+        self.complete = self.closed = True
+        self.echo = -1
+
+    def update_item(self, item: dict[str, Any]) -> None:
+        """The upstream's later description of the item (its `output_item.done`)."""
+        for key, value in item.items():
+            if key != self.key and (value not in (None, "") or key not in self.item):
+                self.item[key] = value
+
+    def unsent(self) -> str:
+        piece = self.text[self.sent :]
+        self.sent = len(self.text)
+        return piece
+
+    def client_item(self, *, done: bool) -> dict[str, Any]:
+        """The item as the client sees it: its ids, and all its text once it is done."""
+        item = dict(self.item)
+        item["id"] = self.client_item_id
+        item["call_id"] = self.client_call_id
+        item[self.key] = self.final_text() if done else ""
+        item["status"] = "completed" if done else "in_progress"
+        return item
