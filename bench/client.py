@@ -72,6 +72,44 @@ class Reply:
         return self.body.count(b"data: ")
 
 
+# An agent's second turn against a Kimi-like upstream through the proxy: its first call was
+# answered, under the id the proxy minted for the upstream's `functions.bash:0` (SPEC §2.2:
+# turn 1, index 0, four random hex digits, then the raw id's digest), and the request offers
+# the tool. The kimi dialect (model name) sends that call upstream as `functions.bash:0`.
+HISTORY_CALL_ID = "call_1_0_5e1f691d"
+BASH_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Run a shell command.",
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "string"}},
+            "required": ["command"],
+        },
+    },
+}
+
+
+def toolcall_body(model: str = "bench-kimi") -> dict[str, object]:
+    """The request whose answer is the upstream's `bench-kimi` stream (bench.upstream)."""
+    call = {
+        "id": HISTORY_CALL_ID,
+        "type": "function",
+        "function": {"name": "bash", "arguments": '{"command": "pwd"}'},
+    }
+    return {
+        "model": model,
+        "messages": [
+            {"role": "user", "content": "List the source files."},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": HISTORY_CALL_ID, "content": "/work/project"},
+        ],
+        "tools": [BASH_TOOL],
+        "stream": True,
+    }
+
+
 class _Parser:
     """httptools callbacks writing into the current Reply."""
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from bench.upstream import FAST_RESPONSE, SMALL_COMPLETION
-
-_STREAM_BODY = FAST_RESPONSE.split(b"\r\n\r\n", 1)[1]
+from bench.upstream import FAST_RESPONSE, SMALL_COMPLETION, TOOLCALL_RESPONSE
 
 
 def _dechunk(data: bytes) -> bytes:
@@ -27,7 +25,8 @@ def _dechunk(data: bytes) -> bytes:
         data = rest[size + 2 :]
 
 
-STREAM = _dechunk(_STREAM_BODY)
+STREAM = _dechunk(FAST_RESPONSE.split(b"\r\n\r\n", 1)[1])
+TOOLCALL_STREAM = _dechunk(TOOLCALL_RESPONSE.split(b"\r\n\r\n", 1)[1])
 JSON_HEADERS = [(b"content-type", b"application/json")]
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 
@@ -47,7 +46,8 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             break
     if b'"stream":true' in body:
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-        await send({"type": "http.response.body", "body": STREAM})
+        stream = TOOLCALL_STREAM if b"bench-kimi" in body else STREAM
+        await send({"type": "http.response.body", "body": stream})
     else:
         headers = [*JSON_HEADERS, (b"content-length", str(len(SMALL_COMPLETION)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})

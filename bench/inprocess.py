@@ -3,11 +3,16 @@
 The app (as `create_app` builds it) and the benchmark upstream (`bench.upstream.serve`) run on
 one uvloop loop, and requests are made by calling the ASGI app with an in-memory receive and
 send: no uvicorn, no client, so what is measured is the app, the httpx client, the transport
-and the upstream's small share, one request at a time.
+and the upstream's small share, one request at a time. Logging is configured as `serve`
+configures it (the JSON request line at the default level, info), written to /dev/null.
 
-    python -m bench.inprocess [--stream] [--requests N]      CPU us per request (process time)
-    python -m bench.inprocess [--stream] --profile           cProfile of N requests, top 30
-    python -m bench.inprocess [--stream] --instructions      instructions per request
+    python -m bench.inprocess [KIND] [--requests N]      CPU us per request (process time)
+    python -m bench.inprocess [KIND] --profile           cProfile of N requests, top 30
+    python -m bench.inprocess [KIND] --instructions      instructions per request
+
+KIND is nothing (a small non-streaming request), `--stream` (200 content deltas) or
+`--stream-toolcall` (200 content deltas, then a Kimi-style tool call whose id the proxy
+rewrites, as agents get from a Kimi-like upstream: bench.upstream's `bench-kimi`).
 
 `--instructions` runs this module twice under `valgrind --tool=callgrind` (at N and 3N
 requests, after the same warm-up) and prints the difference per request. Unlike time on a
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import logging
 import os
 import pstats
 import re
@@ -28,19 +34,32 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
+import orjson
 import uvloop
 
-from bench.upstream import serve
+from bench.client import toolcall_body
+from bench.upstream import TOOLCALL_ID, serve
 from proxy.app import create_app
 from proxy.config import Route, Settings
+from proxy.observability import LOGGER, configure_logging
 from tests.servers import free_port
 
 WARMUP = 200
 
 
-def _body(stream: bool) -> bytes:
+KINDS = {
+    "small": "non-streaming request",
+    "stream": "200-chunk stream",
+    "toolcall": "200-chunk stream ending in a tool call",
+}
+
+
+def _body(kind: str) -> bytes:
+    if kind == "toolcall":
+        return orjson.dumps(toolcall_body())
+    stream = kind == "stream"
     model = "bench-fast" if stream else "bench-small"
     return b'{"model":"%s","stream":%s,"messages":[{"role":"user","content":"Say hello."}]}' % (
         model.encode(),
@@ -48,7 +67,10 @@ def _body(stream: bool) -> bytes:
     )
 
 
-def _request(app: Any, body: bytes) -> Callable[[], Awaitable[None]]:
+def _request(
+    app: Any, body: bytes, sink: list[bytes] | None = None
+) -> Callable[[], Awaitable[None]]:
+    """One request to the app; what it answers is kept in `sink` when one is given."""
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -79,6 +101,8 @@ def _request(app: Any, body: bytes) -> Callable[[], Awaitable[None]]:
             return {"type": "http.disconnect"}
 
         async def send(message: dict[str, Any]) -> None:
+            if sink is not None:
+                sink.append(message.get("body", b""))
             if message["type"] == "http.response.body" and not message.get("more_body"):
                 done.set()
 
@@ -89,7 +113,7 @@ def _request(app: Any, body: bytes) -> Callable[[], Awaitable[None]]:
     return one
 
 
-async def _run(stream: bool, requests: int, profile: bool) -> float:
+async def _run(kind: str, requests: int, profile: bool) -> float:
     port = free_port()
     upstream = asyncio.create_task(serve("127.0.0.1", port))
     for _ in range(200):  # until the upstream listens (bounded: 2 s)
@@ -101,9 +125,20 @@ async def _run(stream: bool, requests: int, profile: bool) -> float:
         writer.close()
         break
     route = Route(name="bench", upstream=f"http://127.0.0.1:{port}/v1")
-    app = create_app(Settings(routes=(route,)))
-    one = _request(app, _body(stream))
+    settings = Settings(routes=(route,))
+    configure_logging(settings.log_level)  # as `serve` does: one JSON line per request
+    with open(os.devnull, "w") as sink:
+        for handler in LOGGER.handlers:
+            cast(logging.StreamHandler[Any], handler).setStream(sink)
+        return await _measure(create_app(settings), kind, requests, profile, upstream)
+
+
+async def _measure(
+    app: Any, kind: str, requests: int, profile: bool, upstream: asyncio.Task[None]
+) -> float:
+    one = _request(app, _body(kind))
     try:
+        await _check(app, kind)
         for _ in range(WARMUP):
             await one()
         profiler = cProfile.Profile() if profile else None
@@ -120,7 +155,21 @@ async def _run(stream: bool, requests: int, profile: bool) -> float:
         upstream.cancel()
 
 
-def _instructions(stream: bool, requests: int) -> int:
+async def _check(app: Any, kind: str) -> None:
+    """A benchmark that times errors measures nothing: the answer is the expected one."""
+    sink: list[bytes] = []
+    await _request(app, _body(kind), sink)()
+    answer = b"".join(sink)
+    expected = {
+        "small": b'"finish_reason":"stop"',
+        "stream": b"word199 ",
+        "toolcall": b'"finish_reason":"tool_calls"',
+    }[kind]
+    if expected not in answer or (kind == "toolcall" and TOOLCALL_ID.encode() in answer):
+        raise RuntimeError(f"unexpected answer to the {KINDS[kind]}: {answer[-400:]!r}")
+
+
+def _instructions(kind: str, requests: int) -> int:
     """Instructions per request: callgrind totals at N and 3N requests, differenced."""
     totals = []
     for count in (requests, 3 * requests):
@@ -134,10 +183,16 @@ def _instructions(stream: bool, requests: int) -> int:
                 "bench.inprocess",
                 "--requests",
                 str(count),
-                *(["--stream"] if stream else []),
+                *(
+                    []
+                    if kind == "small"
+                    else ["--stream" if kind == "stream" else "--stream-toolcall"]
+                ),
             ]
             env = {**os.environ, "PYTHONHASHSEED": "0"}
-            done = subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
+            done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+            if done.returncode != 0:
+                raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stderr[-3000:]}")
         match = re.search(r"Collected : (\d+)", done.stderr)
         if match is None:
             raise RuntimeError("callgrind printed no total:\n" + done.stderr[-2000:])
@@ -147,19 +202,25 @@ def _instructions(stream: bool, requests: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.inprocess", description=__doc__)
-    parser.add_argument("--stream", action="store_true", help="the 200-chunk stream")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--stream", action="store_true", help="the 200-chunk stream")
+    what.add_argument(
+        "--stream-toolcall",
+        action="store_true",
+        help="the 200-chunk stream that ends in a Kimi-style tool call",
+    )
     parser.add_argument("--requests", type=int, default=1000)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--profile", action="store_true", help="cProfile, top 30 by own time")
     mode.add_argument("--instructions", action="store_true", help="callgrind, per request")
     args = parser.parse_args(argv)
-    kind = "200-chunk stream" if args.stream else "non-streaming request"
+    kind = "toolcall" if args.stream_toolcall else "stream" if args.stream else "small"
     if args.instructions:
-        count = _instructions(args.stream, min(args.requests, 100))
-        print(f"instructions per {kind}: {count:,}")
+        count = _instructions(kind, min(args.requests, 100))
+        print(f"instructions per {KINDS[kind]}: {count:,}")
         return 0
-    cpu_us = uvloop.run(_run(args.stream, args.requests, args.profile))
-    print(f"CPU per {kind}: {cpu_us:.0f} us (app, client, transport and upstream)")
+    cpu_us = uvloop.run(_run(kind, args.requests, args.profile))
+    print(f"CPU per {KINDS[kind]}: {cpu_us:.0f} us (app, client, transport and upstream)")
     return 0
 
 

@@ -7,12 +7,12 @@ Every reply is checked: a benchmark that times errors measures nothing.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from bench.client import Connection, Reply, chat_body, chat_request
-from bench.upstream import FAST_CHUNKS, PACED_CHUNKS
+from bench.client import Connection, Reply, chat_body, chat_request, toolcall_body
+from bench.upstream import FAST_CHUNKS, PACED_CHUNKS, TOOLCALL_ID
 
 STREAM_EVENTS = FAST_CHUNKS + 3  # role chunk, the deltas, the finish chunk, [DONE]
 
@@ -36,7 +36,9 @@ class Pair:
         self.proxy = Connection(proxy_port)
 
     def requests(self, model: str, *, stream: bool) -> tuple[bytes, bytes]:
-        body = chat_body(model, stream=stream)
+        return self.requests_for(chat_body(model, stream=stream))
+
+    def requests_for(self, body: dict[str, object]) -> tuple[bytes, bytes]:
         return chat_request(self.direct.port, body), chat_request(self.proxy.port, body)
 
     def close(self) -> None:
@@ -81,19 +83,59 @@ class StreamSamples:
     last_byte: Samples = field(default_factory=Samples)
 
 
-def fast_streams(pair: Pair, count: int, warmup: int) -> StreamSamples:
-    direct_req, proxy_req = pair.requests("bench-fast", stream=True)
+def _streams(
+    pair: Pair,
+    requests: tuple[bytes, bytes],
+    count: int,
+    warmup: int,
+    check: Callable[[Reply, str], Reply],
+) -> StreamSamples:
+    direct_req, proxy_req = requests
     samples = StreamSamples()
     with _no_gc():
         for n in range(warmup + count):
-            d = _check(pair.direct.send(direct_req), "direct", STREAM_EVENTS)
-            p = _check(pair.proxy.send(proxy_req), "proxy", STREAM_EVENTS)
+            d = check(pair.direct.send(direct_req), "direct")
+            p = check(pair.proxy.send(proxy_req), "proxy")
             if n >= warmup:
                 samples.first_byte.direct.append(d.first_byte_ms)
                 samples.first_byte.proxy.append(p.first_byte_ms)
                 samples.last_byte.direct.append(d.total_ms)
                 samples.last_byte.proxy.append(p.total_ms)
     return samples
+
+
+def fast_streams(pair: Pair, count: int, warmup: int) -> StreamSamples:
+    """200 content deltas."""
+    requests = pair.requests("bench-fast", stream=True)
+    return _streams(
+        pair, requests, count, warmup, lambda reply, side: _check(reply, side, STREAM_EVENTS)
+    )
+
+
+def check_toolcall(reply: Reply, side: str, rewrites: bool) -> Reply:
+    """The Kimi-like stream: all of it arrived with its finish, and where `rewrites` (through
+    the proxy) with the call's id rewritten (SPEC §2)."""
+    _check(reply, side)
+    body = bytes(reply.body)
+    complete = reply.events() >= FAST_CHUNKS + 3 and body.endswith(b"data: [DONE]\n\n")
+    rewritten = TOOLCALL_ID.encode() not in body and b'"id":"call_' in body
+    if not complete or b'"finish_reason":"tool_calls"' not in body:
+        raise RuntimeError(f"{side}: the tool-call stream arrived incomplete")
+    if rewrites and not rewritten:
+        raise RuntimeError(f"{side}: the tool call's id was not rewritten")
+    return reply
+
+
+def toolcall_streams(
+    pair: Pair, count: int, warmup: int, *, rewrites: bool = True
+) -> StreamSamples:
+    """200 content deltas, then a Kimi-style call whose id the proxy must rewrite (`rewrites`:
+    the candidate is the proxy, not a reference that relays bytes)."""
+
+    def check(reply: Reply, side: str) -> Reply:
+        return check_toolcall(reply, side, rewrites and side == "proxy")
+
+    return _streams(pair, pair.requests_for(toolcall_body()), count, warmup, check)
 
 
 @dataclass(slots=True)

@@ -1,7 +1,7 @@
 """Requests per second at N connections: `wrk` when installed, else an asyncio client.
 
-Both send the same small non-streaming chat request over keep-alive connections for a fixed
-time and count complete 2xx responses.
+Both send the same chat request (the small non-streaming one unless another body is given)
+over keep-alive connections for a fixed time and count complete 2xx responses.
 """
 
 from __future__ import annotations
@@ -53,17 +53,28 @@ def have_wrk() -> bool:
     return shutil.which("wrk") is not None
 
 
-def run(port: int, connections: int, duration_s: float, work_dir: Path) -> LoadResult:
+def run(
+    port: int,
+    connections: int,
+    duration_s: float,
+    work_dir: Path,
+    body: dict[str, object] | None = None,
+) -> LoadResult:
+    payload = body if body is not None else chat_body("bench-small", stream=False)
     if have_wrk():
-        return _wrk(port, connections, duration_s, work_dir)
-    return asyncio.run(_asyncio_load(port, connections, duration_s))
+        return _wrk(port, connections, duration_s, work_dir, payload)
+    return asyncio.run(_asyncio_load(port, connections, duration_s, payload))
 
 
-def _wrk(port: int, connections: int, duration_s: float, work_dir: Path) -> LoadResult:
-    body = orjson.dumps(chat_body("bench-small", stream=False)).decode()
+def _wrk(
+    port: int, connections: int, duration_s: float, work_dir: Path, payload: dict[str, object]
+) -> LoadResult:
+    body = orjson.dumps(payload).decode()
+    if "]=]" in body:
+        raise ValueError("the body would end wrk's Lua long string early")
     script = work_dir / "wrk_post.lua"
-    # A Lua long string needs no escaping: the body contains no "]]".
-    script.write_text(_WRK_SCRIPT.format(body=f"[[{body}]]"), encoding="utf-8")
+    # A Lua long string of level 1 needs no escaping while the body holds no "]=]".
+    script.write_text(_WRK_SCRIPT.format(body=f"[=[{body}]=]"), encoding="utf-8")
     argv = [
         "wrk",
         "-t1",  # one thread: this machine has two cores, and the servers need them
@@ -146,9 +157,11 @@ class _LoadConnection(asyncio.Protocol):
             self.transport.close()
 
 
-async def _asyncio_load(port: int, connections: int, duration_s: float) -> LoadResult:
+async def _asyncio_load(
+    port: int, connections: int, duration_s: float, payload: dict[str, object]
+) -> LoadResult:
     loop = asyncio.get_running_loop()
-    request = chat_request(port, chat_body("bench-small", stream=False))
+    request = chat_request(port, payload)
     start = time.monotonic()
     deadline = start + duration_s
     conns: list[_LoadConnection] = []

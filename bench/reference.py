@@ -1,8 +1,9 @@
 """Comparison rows: the proxy over each upstream transport, and nginx when it is installed.
 
-Each candidate gets the same three measurements, each against the direct upstream in the same
+Each candidate gets the same measurements, each against the direct upstream in the same
 moment: added p50 of the small non-streaming request, added p50 time to last byte of the
-200-chunk stream, and requests per second at 16 connections as a ratio to direct.
+200-chunk stream and of the same stream ending in a Kimi-style tool call, and requests per
+second at 16 connections as a ratio to direct, non-streaming and with the tool-call stream.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench import interleaved, load, procs
+from bench.client import toolcall_body
 from bench.report import Report, percentile
 
 if TYPE_CHECKING:
@@ -28,7 +30,9 @@ _HEADERS = (
     "non-streaming p50 added",
     "non-streaming p99 added",
     "200-chunk last byte p50 added",
+    "tool-call stream last byte p50 added",
     "req/s at 16 conns vs direct",
+    "tool-call streams/s at 16 conns vs direct",
 )
 
 _NGINX_CONF = """\
@@ -62,25 +66,52 @@ http {{
 """
 
 
-def _measure(upstream: procs.Server, candidate: procs.Server, sizes: Sizes, work: Path) -> Any:
+def _measure(
+    upstream: procs.Server,
+    candidate: procs.Server,
+    sizes: Sizes,
+    work: Path,
+    *,
+    rewrites: bool = True,
+) -> Any:
+    """`rewrites`: the candidate is the proxy (the tool call's id must arrive rewritten)."""
     pair = interleaved.Pair(upstream.port, candidate.port)
     try:
         small = interleaved.non_streaming(pair, sizes.variant_nonstream, sizes.warmup // 2)
         fast = interleaved.fast_streams(pair, sizes.variant_streams, 10)
+        toolcall = interleaved.toolcall_streams(pair, sizes.variant_streams, 10, rewrites=rewrites)
     finally:
         pair.close()
-    load.run(candidate.port, 16, 1.0, work)
-    direct = load.run(upstream.port, 16, sizes.load_s, work)
-    proxied = load.run(candidate.port, 16, sizes.load_s, work)
     return {
         "non_streaming_p50_added_ms": percentile(small.proxy, 50) - percentile(small.direct, 50),
         "non_streaming_p99_added_ms": percentile(small.proxy, 99) - percentile(small.direct, 99),
         "stream_last_byte_p50_added_ms": percentile(fast.last_byte.proxy, 50)
         - percentile(fast.last_byte.direct, 50),
-        "rps16_direct": direct.rps,
-        "rps16": proxied.rps,
-        "rps16_ratio": proxied.rps / direct.rps if direct.rps else 0.0,
-        "rps16_errors": proxied.errors,
+        "toolcall_last_byte_p50_added_ms": percentile(toolcall.last_byte.proxy, 50)
+        - percentile(toolcall.last_byte.direct, 50),
+        **_rps16(upstream, candidate, sizes, work, "rps16", None),
+        **_rps16(upstream, candidate, sizes, work, "toolcall_rps16", toolcall_body()),
+    }
+
+
+def _rps16(
+    upstream: procs.Server,
+    candidate: procs.Server,
+    sizes: Sizes,
+    work: Path,
+    key: str,
+    body: dict[str, object] | None,
+) -> dict[str, float]:
+    """Requests per second at 16 connections, direct and through `candidate`, after a short
+    unmeasured run (so neither side pays for opening its pool)."""
+    load.run(candidate.port, 16, 1.0, work, body)
+    direct = load.run(upstream.port, 16, sizes.load_s, work, body)
+    proxied = load.run(candidate.port, 16, sizes.load_s, work, body)
+    return {
+        f"{key}_direct": direct.rps,
+        key: proxied.rps,
+        f"{key}_ratio": proxied.rps / direct.rps if direct.rps else 0.0,
+        f"{key}_errors": proxied.errors,
     }
 
 
@@ -90,7 +121,10 @@ def _row(label: str, m: dict[str, Any]) -> tuple[str, ...]:
         f"{m['non_streaming_p50_added_ms']:+.3f} ms",
         f"{m['non_streaming_p99_added_ms']:+.3f} ms",
         f"{m['stream_last_byte_p50_added_ms']:+.3f} ms",
+        f"{m['toolcall_last_byte_p50_added_ms']:+.3f} ms",
         f"{m['rps16_ratio']:.2f}x ({m['rps16']:,.0f} of {m['rps16_direct']:,.0f})",
+        f"{m['toolcall_rps16_ratio']:.2f}x "
+        f"({m['toolcall_rps16']:,.0f} of {m['toolcall_rps16_direct']:,.0f})",
     )
 
 
@@ -102,7 +136,7 @@ def transports(report: Report, upstream: procs.Server, sizes: Sizes, work: Path)
             proxy = procs.start_proxy(upstream.port, work, name=f"proxy-{name}", transport=name)
         except RuntimeError as exc:  # httpx-aiohttp is not a dependency: it may be missing
             results[name] = {"error": str(exc)}
-            rows.append((label, "did not start (see bench/results/*.log)", "", "", ""))
+            rows.append((label, "did not start (see bench/results/*.log)", *[""] * 5))
             continue
         try:
             results[name] = _measure(upstream, proxy, sizes, work)
@@ -123,7 +157,7 @@ def others(report: Report, upstream: procs.Server, sizes: Sizes, work: Path) -> 
         "floor", [sys.executable, "-m", "bench.floor", str(port)], port, work
     )
     try:
-        results["uvicorn_floor"] = _measure(upstream, floor, sizes, work)
+        results["uvicorn_floor"] = _measure(upstream, floor, sizes, work, rewrites=False)
     finally:
         floor.stop()
     rows.append(_row("uvicorn floor (answers itself, no upstream)", results["uvicorn_floor"]))
@@ -138,7 +172,7 @@ def others(report: Report, upstream: procs.Server, sizes: Sizes, work: Path) -> 
     if nginx is not None:
         results["nginx"] = _nginx(nginx, upstream, sizes, work)
         if "error" in results["nginx"]:
-            rows.append(("nginx", f"did not start: {results['nginx']['error']}", "", "", ""))
+            rows.append(("nginx", f"did not start: {results['nginx']['error']}", *[""] * 5))
         else:
             rows.append(_row("nginx (proxy_buffering off)", results["nginx"]))
     report.section("references (same run, each against direct)", _HEADERS, rows)
@@ -154,7 +188,7 @@ def _nginx(nginx: str, upstream: procs.Server, sizes: Sizes, work: Path) -> Any:
     except RuntimeError as exc:
         return {"error": str(exc)}
     try:
-        return _measure(upstream, server, sizes, work)
+        return _measure(upstream, server, sizes, work, rewrites=False)
     except (OSError, RuntimeError) as exc:  # a reference row must never sink the run
         return {"error": f"{type(exc).__name__}: {exc}"}
     finally:

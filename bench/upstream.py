@@ -6,6 +6,11 @@ the response (by substring, no JSON parsing):
 
 - no `"stream":true`: a small `chat.completion` (SMALL_COMPLETION);
 - a stream for model `bench-fast`: FAST_CHUNKS content deltas, written in one go;
+- a stream for model `bench-kimi`: what agents get from a Kimi-like upstream whose call
+  counter restarts every response: FAST_CHUNKS content deltas, then one tool call streamed as
+  Kimi's servers stream it (a header with the id `functions.bash:0`, which the request's
+  history already answered under that upstream id, then argument fragments) and the
+  `tool_calls` finish, written in one go (TOOLCALL_RESPONSE);
 - a stream for model `bench-paced`: PACED_CHUNKS deltas, one every PACED_INTERVAL_S, each
   carrying its send time (`t<CLOCK_MONOTONIC ns>`) so the client can tell how late it arrived;
 - a stream for model `bench-hold`: the role chunk, then nothing until HOLD_S passed or the
@@ -88,6 +93,37 @@ FAST_RESPONSE = (
     + _http_chunk(FINISH)
     + END
 )
+# The Kimi-like stream's call: the id its history answered (`functions.bash:0`, SPEC §3's kimi
+# dialect numbers the history's first call so) with other arguments, so the proxy rewrites the
+# id (SPEC §2) after holding the call until its arguments are complete (it might be a replay).
+TOOLCALL_ID = "functions.bash:0"
+TOOLCALL_ARGUMENTS = ('{"command": ', '"ls -la ', "src/proxy", '"}')
+TOOLCALL_EVENTS = (
+    sse_event(
+        {
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": TOOLCALL_ID,
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": ""},
+                }
+            ]
+        }
+    ),
+    *(
+        sse_event({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+        for piece in TOOLCALL_ARGUMENTS
+    ),
+    sse_event({}, "tool_calls") + b"data: [DONE]\n\n",
+)
+TOOLCALL_RESPONSE = (
+    SSE_HEAD
+    + _http_chunk(ROLE)
+    + b"".join(_http_chunk(sse_event({"content": f"word{n} "})) for n in range(FAST_CHUNKS))
+    + b"".join(_http_chunk(event) for event in TOOLCALL_EVENTS)
+    + END
+)
 _MARK = b"\x00stamp\x00"
 _PACED_BEFORE, _PACED_AFTER = sse_event({"content": _MARK.decode()}).split(
     orjson.dumps(_MARK.decode())
@@ -142,6 +178,8 @@ class _Connection(asyncio.Protocol):
         elif b"bench-paced" in body:
             self._paced(transport)
             return
+        elif b"bench-kimi" in body:
+            transport.write(TOOLCALL_RESPONSE)
         elif b"bench-hold" in body:
             transport.write(SSE_HEAD + _http_chunk(ROLE))
             self._handles.append(self._loop.call_later(HOLD_S, self._finish, transport))

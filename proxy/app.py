@@ -226,9 +226,7 @@ class ProxyApp:
                 self._open.discard(task)
             duration = log.finish(status, stream=call.stream)
             self.metrics.duration.observe(duration)
-            self.metrics.requests.labels(
-                log.fields["route"], str(status), str(call.stream).lower(), surface
-            ).inc()
+            self.metrics.count_request(log.fields["route"], status, call.stream, surface)
 
     async def _read(self, call: _Call) -> tuple[Route, bytes, dict[str, Any] | None]:
         """The request's body (parsed, for a repaired surface) and the route that serves it."""

@@ -34,13 +34,8 @@ from proxy.exchange_report import ExchangeReporter
 from proxy.observability import LOGGER, Metrics, RequestLog
 from proxy.sse import SSEFramingError
 from proxy.surface_codec import Exchange, SurfaceCodec
-from proxy.upstream import (
-    client_response_headers,
-    iter_body,
-    map_upstream_errors,
-    relay,
-    timeouts,
-)
+from proxy.upstream import client_response_headers, timeouts
+from proxy.upstream_call import UpstreamResponse, iter_body, open_upstream, relay
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -111,12 +106,12 @@ class ExchangeHandler:
 
     @staticmethod
     def _writer(
-        req: ExchangeRequest, send: Send, response: httpx.Response, exchange: Exchange
+        req: ExchangeRequest, send: Send, response: UpstreamResponse, exchange: Exchange
     ) -> ClientWriter | None:
         """How this answer reaches the client; None: relayed as it came (SPEC §6)."""
         if not 200 <= response.status_code < 300:
             return None
-        content_type = response.headers.get("content-type", "")
+        content_type = response.content_type()
         if "text/event-stream" in content_type:
             headers = _rewritten_body_headers(response, (b"content-type", b"cache-control"))
             return EventStreamWriter(
@@ -132,16 +127,14 @@ class ExchangeHandler:
             )
         return None
 
-    async def _open(self, req: ExchangeRequest, content: bytes) -> httpx.Response:
+    async def _open(self, req: ExchangeRequest, content: bytes) -> UpstreamResponse:
         """Send one round's request; its time to the response head is observed on its own
         (the log line's `ttfb` is the first round's, from the client's request)."""
         follow_up = req.log.ttfb is not None
         sent = time.perf_counter()
-        request = self.client.build_request(
-            "POST", req.url, headers=req.headers, content=content, timeout=timeouts(req.route)
+        response = await open_upstream(
+            self.client, "POST", req.url, req.headers, content, timeouts(req.route)
         )
-        with map_upstream_errors(streaming_body=False):
-            response = await self.client.send(request, stream=True)
         if follow_up:
             self.metrics.ttfb.observe(time.perf_counter() - sent)
         else:
@@ -149,7 +142,7 @@ class ExchangeHandler:
             self.metrics.ttfb.observe(req.log.ttfb or 0.0)
         return response
 
-    async def _relay(self, req: ExchangeRequest, response: httpx.Response, send: Send) -> int:
+    async def _relay(self, req: ExchangeRequest, response: UpstreamResponse, send: Send) -> int:
         """Non-2xx (or unknown content): status, headers and body unchanged (SPEC §6)."""
         failure = await relay(
             response, send, client_response_headers(response.headers, keep_length=False)
@@ -168,10 +161,10 @@ class ExchangeHandler:
         req: ExchangeRequest,
         exchange: Exchange,
         writer: ClientWriter,
-        response: httpx.Response,
+        response: UpstreamResponse,
     ) -> int:
         """Feed the exchange each round's body and act on what it says (SPEC §5)."""
-        followup_response: httpx.Response | None = None
+        followup_response: UpstreamResponse | None = None
         try:
             while True:
                 exchange.begin_round(stream=writer.streaming)
@@ -193,13 +186,13 @@ class ExchangeHandler:
                 await followup_response.aclose()
 
     async def _accepted(
-        self, req: ExchangeRequest, writer: ClientWriter, response: httpx.Response
+        self, req: ExchangeRequest, writer: ClientWriter, response: UpstreamResponse
     ) -> bool:
         """Is a follow-up's answer one the round can read? If not, the client is told."""
         ok = 200 <= response.status_code < 300
         if ok and not writer.streaming:
             return True  # a body that is not a JSON object is the exchange's to refuse
-        if ok and "text/event-stream" in response.headers.get("content-type", ""):
+        if ok and "text/event-stream" in response.content_type():
             return True
         if writer.streaming:
             # Its body is not read: a failure there would escape unmapped, and the transport
@@ -220,7 +213,7 @@ class ExchangeHandler:
         req: ExchangeRequest,
         exchange: Exchange,
         writer: ClientWriter,
-        response: httpx.Response,
+        response: UpstreamResponse,
     ) -> OpenFollowup | None:
         """One upstream body through the exchange; the follow-up it asks for, if any."""
         chunks = iter_body(response, decoded=True)
@@ -319,7 +312,7 @@ async def _drain(chunks: AsyncGenerator[bytes, None]) -> None:
 
 
 def _rewritten_body_headers(
-    response: httpx.Response, replaced: tuple[bytes, ...]
+    response: UpstreamResponse, replaced: tuple[bytes, ...]
 ) -> list[tuple[bytes, bytes]]:
     """The upstream's headers for a body the proxy re-encodes: it is sent decoded, so its
     content-encoding goes, and so do the headers the proxy sets itself (`replaced`)."""

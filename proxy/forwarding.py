@@ -16,7 +16,8 @@ from proxy.asgi import Receive, Scope, Send, with_request_id
 from proxy.config import Route
 from proxy.observability import Metrics, RequestLog
 from proxy.server import ResponseProgress
-from proxy.upstream import client_response_headers, map_upstream_errors, relay, timeouts
+from proxy.upstream import client_response_headers, timeouts
+from proxy.upstream_call import open_upstream, relay
 
 
 async def passthrough(
@@ -31,11 +32,9 @@ async def passthrough(
     log: RequestLog,
 ) -> int:
     """SPEC §1: any other request under the base goes through unchanged."""
-    request = client.build_request(
-        scope["method"], url, headers=headers, content=raw or None, timeout=timeouts(route)
+    response = await open_upstream(
+        client, scope["method"], url, headers, raw or None, timeouts(route)
     )
-    with map_upstream_errors(streaming_body=False):
-        response = await client.send(request, stream=True)
     log.mark_first_byte()
     headers = with_request_id(
         client_response_headers(response.headers, keep_length=True), log.fields["request_id"]

@@ -2,6 +2,8 @@
 
 Every failure must come out of `map_upstream_errors` as the proxy's own error (SPEC §6),
 whatever transport sits behind httpx; and a streamed body must be handed on as it arrives.
+Each test runs both ways `open_upstream` can send: the prebuilt head with no httpx objects
+(`UpstreamClient.open_raw`), and httpx's Request/Response over the same transport.
 The server is a scripted asyncio server, one behaviour per test. No timing thresholds: the
 timeouts below only bound how long a broken test can hang.
 """
@@ -20,12 +22,9 @@ import uvloop
 
 from proxy.config import Route
 from proxy.errors import UpstreamStreamError, UpstreamTimeout, UpstreamUnreachable
-from proxy.upstream import (
-    iter_body,
-    make_upstream_client,
-    map_upstream_errors,
-    timeouts,
-)
+from proxy.transport import RawResponse, request_head
+from proxy.upstream import UpstreamClient, make_upstream_client, timeouts
+from proxy.upstream_call import UpstreamResponse, iter_body, open_upstream
 
 READ_TIMEOUT = 0.3  # seconds of upstream silence the client tolerates in these tests
 GUARD = 5.0  # no test may wait longer than this for anything
@@ -84,30 +83,49 @@ def route(url: str) -> Route:
     return Route(name="test", upstream=url, connect_timeout=GUARD, read_timeout=READ_TIMEOUT)
 
 
-async def open_stream(client: httpx.AsyncClient, url: str) -> httpx.Response:
-    """What the chat handler does: send, mapping failures before the head."""
-    request = client.build_request(
-        "POST", url + "/chat/completions", content=b"{}", timeout=timeouts(route(url))
-    )
-    with map_upstream_errors(streaming_body=False):
-        return await client.send(request, stream=True)
+async def open_stream(
+    client: httpx.AsyncClient, url: str, method: str = "POST", path: str = "/chat/completions"
+) -> UpstreamResponse:
+    """What the exchange shell does: send, mapping failures before the head."""
+    content = b"{}" if method == "POST" else None
+    return await open_upstream(client, method, url + path, [], content, timeouts(route(url)))
 
 
-async def read_all(response: httpx.Response) -> list[bytes]:
+async def read_all(response: UpstreamResponse) -> list[bytes]:
     try:
         return [chunk async for chunk in iter_body(response, decoded=True)]
     finally:
         await response.aclose()
 
 
-@pytest.fixture(params=["asyncio", "uvloop"])
+class ThroughHttpx(UpstreamClient):
+    """The proxy's client, made to send through httpx's Request and Response objects."""
+
+    async def open_raw(self, *args: object, **kwargs: object) -> RawResponse | None:
+        return None
+
+
+def _client(way: str) -> httpx.AsyncClient:
+    client = make_upstream_client()
+    if way == "httpx":
+        assert isinstance(client, UpstreamClient)
+        client.__class__ = ThroughHttpx
+    return client
+
+
+@pytest.fixture(
+    params=[(loop, way) for loop in ("asyncio", "uvloop") for way in ("raw", "httpx")],
+    ids=lambda param: "-".join(param),
+)
 def run(request: pytest.FixtureRequest) -> Callable[[Scenario], None]:
-    """Runs a scenario with a fresh client, on both event loops: the proxy runs on uvloop."""
-    factory = uvloop.new_event_loop if request.param == "uvloop" else None
+    """Runs a scenario with a fresh client, on both event loops (the proxy runs on uvloop),
+    sending both ways `open_upstream` can."""
+    loop, way = request.param
+    factory = uvloop.new_event_loop if loop == "uvloop" else None
 
     def runner(scenario: Scenario) -> None:
         async def main() -> None:
-            client = make_upstream_client()
+            client = _client(way)
             try:
                 await asyncio.wait_for(scenario(client), GUARD * 2)
             finally:
@@ -288,12 +306,12 @@ def test_head_request_gets_the_head_and_the_next_request_an_answer(run: Run) -> 
 
     async def scenario(client: httpx.AsyncClient) -> None:
         async with upstream(head_then_get) as url:
-            head = await client.send(client.build_request("HEAD", url + "/models"))
+            head = await open_stream(client, url, "HEAD", "/models")
             assert head.status_code == 200
-            assert head.headers["content-length"] == "12"
-            assert head.content == b""
-            get = await client.send(client.build_request("GET", url + "/models"))
-            assert get.content == b"{}"
+            assert head.header(b"content-length") == b"12"
+            assert await read_all(head) == []
+            get = await open_stream(client, url, "GET", "/models")
+            assert b"".join(await read_all(get)) == b"{}"
 
     run(scenario)
 
@@ -375,9 +393,62 @@ def test_upstream_cookies_are_not_kept(run: Run) -> None:
         async with upstream(set_cookie) as url:
             for _ in range(2):
                 response = await open_stream(client, url)
-                assert response.headers["set-cookie"].startswith("session=alice")
+                assert (response.header(b"set-cookie") or b"").startswith(b"session=alice")
                 await read_all(response)
 
     run(scenario)
     assert len(seen) == 2
     assert b"alice" not in seen[1]
+
+
+def test_both_ways_send_the_same_bytes() -> None:
+    """The prebuilt head is byte for byte the request httpx's objects would have sent."""
+    seen: list[bytes] = []
+
+    async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            seen.append(await read_request(reader))
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+            await writer.drain()
+
+    async def main() -> None:
+        headers = [(b"content-type", b"application/json"), (b"x-request-id", b"req_1")]
+        async with upstream(record) as url:
+            for way in ("raw", "httpx"):
+                client = _client(way)
+                try:
+                    for method, content in (("POST", b'{"a":1}'), ("GET", None)):
+                        response = await open_upstream(
+                            client,
+                            method,
+                            url + "/models?x=1",
+                            headers,
+                            content,
+                            timeouts(route(url)),
+                        )
+                        await read_all(response)
+                finally:
+                    await client.aclose()
+
+    asyncio.run(main())
+    assert len(seen) == 4
+    assert seen[:2] == seen[2:]
+    assert seen[0].startswith(b"POST /v1/models?x=1 HTTP/1.1\r\nHost: 127.0.0.1:")
+
+
+def test_request_head_is_one_line_per_header_and_refuses_line_breaks() -> None:
+    headers = [(b"Host", b"up:1"), (b"content-type", b"application/json")]
+    assert request_head("POST", b"/v1/x?a=1", headers) == (
+        b"POST /v1/x?a=1 HTTP/1.1\r\nHost: up:1\r\ncontent-type: application/json\r\n\r\n"
+    )
+    assert request_head("GET", b"/", []) == b"GET / HTTP/1.1\r\n\r\n"
+    for smuggled in (
+        [(b"x-a", b"1\r\nx-b: 2")],
+        [(b"x-a", b"1\nx-b: 2")],
+        [(b"x-a\r", b"1")],
+        [(b"x-a", b"1"), (b"x-b", b"2\r")],
+    ):
+        with pytest.raises(httpx.LocalProtocolError):
+            request_head("POST", b"/", smuggled)
+    with pytest.raises(httpx.LocalProtocolError):
+        request_head("GET", b"/\r\nx-b: 2", [])

@@ -172,20 +172,63 @@ class StreamSanitizer:
     # -- reads ---------------------------------------------------------------------------------
 
     def _read(self, data: bytes) -> list[bytes]:
-        refused = None
         if self.phase is _STREAMING and data[-2:] == b"\n\n" and self._decoder.idle:
             if self._hot:
                 if self._forwardable(data):
                     # The hot path: the read leaves as it arrived, no events built (bench.core:
                     # this is most of the proxy's per-chunk CPU on a stream).
-                    if self._content is not None:
-                        self._content.add_read(data)
-                    self._choices.raw_seen = True
-                    return [data]
-                refused = data
-            elif self._round.envelope is None:
+                    return self._forward_run(data)
+                return self._refused_read(data)
+            if self._round.envelope is None:
                 return self._first_read(data)
-        return self._handle(self._decoder.feed(data), refused)
+        return self._handle(self._decoder.feed(data), None)
+
+    def _forward_run(self, run: bytes) -> list[bytes]:
+        """Whole events the rule forwards unchanged, as they arrived."""
+        if self._content is not None:
+            self._content.add_read(run)
+        self._choices.raw_seen = True
+        return [run]
+
+    def _refused_read(self, data: bytes) -> list[bytes]:
+        """A read the rule refused: runs of events it forwards still leave as they arrived,
+        each other event takes the general path, and the rule is asked again after it (the
+        first content of a round, or a tool call after content, refuses a read whose other
+        events pass: those are then not decoded and encoded one by one)."""
+        out: list[bytes] = []
+        pos, size = 0, len(data)
+        while pos < size:
+            if self.phase is not _STREAMING or not self._decoder.idle:
+                out += self._handle(self._decoder.feed(data[pos:]), None)
+                break
+            cut = self._forwardable_run(data, pos)
+            if cut > pos:
+                out += self._forward_run(data[pos:cut])
+                pos = cut
+                continue
+            end = data.find(b"\n\n", pos) + 2  # the read ends with a blank line
+            event = data[pos:end]
+            # `event` as refused: the rule just said so, it is not asked again.
+            out += self._handle(self._decoder.feed(event), event)
+            pos = end
+        return out
+
+    def _forwardable_run(self, data: bytes, pos: int) -> int:
+        """Where the run of events from `pos` that the rule forwards ends (`pos`: none). The
+        run is found by doubling (one event, two, four, ...): at least half of it, so the
+        caller asks again for the rest; every event in the run is scanned a few times at most.
+        """
+        size = len(data)
+        end = data.find(b"\n\n", pos) + 2
+        ok = pos
+        while self._forwardable(data[pos:end]):
+            ok = end
+            if end == size:
+                break
+            end = data.find(b"\n\n", pos + 2 * (end - pos) - 2) + 2
+            if end == 1:  # no blank line further on: up to the end of the read
+                end = size
+        return ok
 
     def _first_read(self, data: bytes) -> list[bytes]:
         """The first chunk is always parsed (it names the response); the events after it in

@@ -1,0 +1,76 @@
+"""The request line: written straight to the configured handler when only it would get the
+record, and then the same JSON line the record's way writes."""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Iterator
+
+import orjson
+import pytest
+
+from proxy.observability import LOGGER, JsonFormatter, RequestLog, configure_logging
+
+
+@pytest.fixture
+def sink() -> Iterator[io.StringIO]:
+    handlers, level, propagate = LOGGER.handlers[:], LOGGER.level, LOGGER.propagate
+    configure_logging("info")
+    stream = io.StringIO()
+    LOGGER.handlers[0].setStream(stream)  # type: ignore[attr-defined]
+    try:
+        yield stream
+    finally:
+        LOGGER.handlers[:] = handlers
+        LOGGER.setLevel(level)
+        LOGGER.propagate = propagate
+
+
+def lines(stream: io.StringIO) -> list[dict[str, object]]:
+    return [orjson.loads(line) for line in stream.getvalue().splitlines()]
+
+
+class Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_the_direct_line_is_the_formatters_line(sink: io.StringIO) -> None:
+    log = RequestLog("req_1", "r", "POST", "/v1/chat/completions")
+    log.fields["odd"] = b"x"  # not JSON: written with str(), as the formatter does
+    log.mark_response_end()  # the same duration both times
+    log.finish(200, stream=False)
+    [direct] = lines(sink)
+    # The same request through the record's way: a second handler takes that way.
+    watcher = Records()
+    LOGGER.addHandler(watcher)
+    log.finish(200, stream=False)
+    LOGGER.removeHandler(watcher)
+    [record] = watcher.records
+    formatted = orjson.loads(JsonFormatter().format(record))
+    [_, through_record] = lines(sink)
+    for line in (direct, formatted, through_record):
+        line.pop("ts")
+    assert direct == formatted == through_record
+    assert list(direct)[:5] == ["level", "msg", "request_id", "route", "method"]
+    assert direct["odd"] == "b'x'" and direct["status"] == 200
+
+
+def test_no_line_below_the_level_and_records_for_other_handlers(sink: io.StringIO) -> None:
+    LOGGER.setLevel(logging.WARNING)
+    RequestLog("req_2", "r", "GET", "/v1/models").finish(200)
+    assert sink.getvalue() == ""
+    LOGGER.setLevel(logging.INFO)
+    watcher = Records()
+    LOGGER.addHandler(watcher)
+    try:
+        RequestLog("req_3", "r", "GET", "/v1/models").finish(404)
+    finally:
+        LOGGER.removeHandler(watcher)
+    assert [r.fields["status"] for r in watcher.records] == [404]  # type: ignore[attr-defined]
+    assert [line["request_id"] for line in lines(sink)] == ["req_3"]
