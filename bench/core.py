@@ -19,10 +19,10 @@ import orjson
 
 from bench.upstream import ROLE, sse_event
 from proxy.chat import sse_scan, stream
-from proxy.chat.decide import ResponseIds
-from proxy.chat.guard import GuardState
 from proxy.chat.history import HistoryFacts
 from proxy.chat.stream import StreamSanitizer
+from proxy.core.decide import ResponseIds
+from proxy.core.guard import GuardState
 
 # The fastest of several rounds is the core's own cost (timeit's rule: slower rounds were
 # slowed by other processes, not by the code); the median is reported next to it.

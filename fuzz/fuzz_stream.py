@@ -24,24 +24,24 @@ with atheris.instrument_imports(include=["proxy"]):
     import proxy.chat.calls
     import proxy.chat.choices
     import proxy.chat.continuation
-    import proxy.chat.decide
-    import proxy.chat.guard
     import proxy.chat.head
     import proxy.chat.history
-    import proxy.chat.ids
-    import proxy.chat.jsoncomplete
     import proxy.chat.message
     import proxy.chat.sse_scan
     import proxy.chat.stream
-    import proxy.chat.textcalls
+    import proxy.core.decide
+    import proxy.core.guard
+    import proxy.core.ids
+    import proxy.core.jsoncomplete
+    import proxy.core.textcalls
     import proxy.jsontext
     import proxy.sse  # noqa: F401
 
-from proxy.chat.decide import ResponseIds
-from proxy.chat.guard import GuardState
 from proxy.chat.history import translate_request
 from proxy.chat.sse_scan import CONTENT, MARKUP, USAGE, native_scan, scan_py
 from proxy.chat.stream import StreamSanitizer
+from proxy.core.decide import ResponseIds
+from proxy.core.guard import GuardState
 from tests.reliability import test_fuzz_core as properties
 from tests.reliability.invariants import check_stream
 

@@ -19,16 +19,16 @@ from typing import Any, assert_never
 import httpx
 
 from proxy.asgi import Send, with_request_id
-from proxy.chat.events import (
+from proxy.chat.exchange import RouteRules
+from proxy.client_writer import ClientWriter, EventStreamWriter, MessageWriter
+from proxy.config import Route
+from proxy.core.events import (
     ExchangeEvent,
     Forward,
     LoopDetected,
     OpenFollowup,
     UpstreamBroken,
 )
-from proxy.chat.exchange import RouteRules
-from proxy.client_writer import ClientWriter, EventStreamWriter, MessageWriter
-from proxy.config import Route
 from proxy.errors import ProxyError, UpstreamStreamError
 from proxy.exchange_report import ExchangeReporter
 from proxy.observability import LOGGER, Metrics, RequestLog

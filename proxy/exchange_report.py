@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from proxy.chat.guard import Replay
-from proxy.chat.notes import Note
+from proxy.core.guard import Replay
+from proxy.core.notes import Note
 from proxy.errors import ReplayLoopDetected
 from proxy.observability import LOGGER, Metrics, log_decisions
 from proxy.surface_codec import Exchange

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from proxy.chat.notes import CallDropped, DeltaRepaired, IdRewritten, Note, explain
+from proxy.core.notes import CallDropped, DeltaRepaired, IdRewritten, Note, explain
 from proxy.errors import ProxyError
 
 LOGGER = logging.getLogger("toolcall_proxy")

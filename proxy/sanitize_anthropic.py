@@ -14,9 +14,9 @@ from typing import Any, BinaryIO
 import orjson
 
 from proxy.anthropic.exchange import AnthropicExchange
-from proxy.chat.events import ExchangeEvent, Forward, LoopDetected, OpenFollowup
 from proxy.chat.exchange import RouteRules
-from proxy.chat.notes import explain
+from proxy.core.events import ExchangeEvent, Forward, LoopDetected, OpenFollowup
+from proxy.core.notes import explain
 
 READ_SIZE = 64 * 1024
 

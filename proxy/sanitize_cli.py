@@ -18,12 +18,12 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from proxy.chat.decide import ResponseIds
 from proxy.chat.exchange import RouteRules
-from proxy.chat.guard import GuardState
 from proxy.chat.history import translate_request
-from proxy.chat.notes import explain
 from proxy.chat.stream import StreamSanitizer
+from proxy.core.decide import ResponseIds
+from proxy.core.guard import GuardState
+from proxy.core.notes import explain
 from proxy.responses.offline import looks_like_responses, sanitize_responses
 from proxy.sanitize_anthropic import run_anthropic
 

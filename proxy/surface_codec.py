@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from proxy.chat.events import ExchangeEvent
-from proxy.chat.ledger import HistoryFacts
-from proxy.chat.notes import Note
+from proxy.core.events import ExchangeEvent
+from proxy.core.ledger import HistoryFacts
+from proxy.core.notes import Note
 from proxy.errors import ErrorRenderer, ProxyError
 from proxy.surfaces import Surface
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from proxy.chat.ids import kimi_id
+from proxy.core.ids import kimi_id
 from proxy.simulator.profiles import PROFILES, plan_reply, profile_for_model
 from soak.http import Reply, request
 from tests.reliability.invariants import parse_sse_output

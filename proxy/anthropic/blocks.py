@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.chat.decide import Decision
-from proxy.chat.notes import IdRewritten
-from proxy.chat.textcalls import TextCallScanner
+from proxy.core.decide import Decision
+from proxy.core.notes import IdRewritten
+from proxy.core.textcalls import TextCallScanner
 from proxy.jsontext import dumps
 
 # Keys a tool_use block carries that the proxy decides itself.

@@ -21,8 +21,6 @@ from proxy.anthropic.message import merge_continuation, sanitize_message
 from proxy.anthropic.request import translate_messages
 from proxy.anthropic.stream import AnthropicStream, MessageCarry, StreamPhase, output_tokens
 from proxy.anthropic.wire import encode, error_event
-from proxy.chat.decide import ResponseIds
-from proxy.chat.events import ExchangeEvent, Forward, LoopDetected, UpstreamBroken
 from proxy.chat.exchange import (
     ExchangeClosed,
     ExchangePhase,
@@ -30,9 +28,11 @@ from proxy.chat.exchange import (
     RoundPhases,
     RouteRules,
 )
-from proxy.chat.guard import GuardState, Replay
-from proxy.chat.ledger import HistoryFacts
-from proxy.chat.notes import Note
+from proxy.core.decide import ResponseIds
+from proxy.core.events import ExchangeEvent, Forward, LoopDetected, UpstreamBroken
+from proxy.core.guard import GuardState, Replay
+from proxy.core.ledger import HistoryFacts
+from proxy.core.notes import Note
 from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
 from proxy.jsontext import dumps
 

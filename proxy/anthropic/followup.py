@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from proxy.chat.guard import GuardState, Replay, plan_followup
-from proxy.chat.ledger import HistoryFacts
+from proxy.core.guard import GuardState, Replay, plan_followup
+from proxy.core.ledger import HistoryFacts
 
 
 def _input(arguments: str) -> object:

@@ -16,11 +16,11 @@ import orjson
 
 from proxy.anthropic.blocks import ToolBlock, followup_blocks
 from proxy.anthropic.stream import MessageCarry, output_tokens, truthful_stop_reason
-from proxy.chat.decide import ResponseIds, Verdict
-from proxy.chat.guard import Replay
-from proxy.chat.ids import normalize_raw_id
-from proxy.chat.notes import DeltaRepaired, Note
-from proxy.chat.textcalls import TextCallScanner
+from proxy.core.decide import ResponseIds, Verdict
+from proxy.core.guard import Replay
+from proxy.core.ids import normalize_raw_id
+from proxy.core.notes import DeltaRepaired, Note
+from proxy.core.textcalls import TextCallScanner
 from proxy.jsontext import dumps
 
 

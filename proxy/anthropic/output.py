@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.anthropic.wire import encode, encode_raw
-from proxy.chat.notes import Note
+from proxy.core.notes import Note
 
 
 class RoundOutput:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.chat.ledger import HistoryFacts, HistoryLedger, LedgerCall, resolve_dialect
+from proxy.core.ledger import HistoryFacts, HistoryLedger, LedgerCall, resolve_dialect
 from proxy.jsontext import dumps
 
 # (message position, block position) of a tool_use or tool_result block

@@ -38,9 +38,9 @@ from proxy.anthropic.output import RoundOutput
 from proxy.anthropic.texts import TextBlocks
 from proxy.anthropic.tools import ToolBlocks
 from proxy.anthropic.wire import encode, encode_raw
-from proxy.chat.decide import ResponseIds
-from proxy.chat.guard import Replay
-from proxy.chat.notes import DeltaRepaired, Note
+from proxy.core.decide import ResponseIds
+from proxy.core.guard import Replay
+from proxy.core.notes import DeltaRepaired, Note
 from proxy.errors import ReplayLoopDetected
 from proxy.sse import SSEDecoder, SSEEvent, encode_comment, encode_event
 

@@ -13,7 +13,7 @@ from typing import Any
 from proxy.anthropic.blocks import TextBlock
 from proxy.anthropic.output import RoundOutput
 from proxy.anthropic.tools import ToolBlocks
-from proxy.chat.textcalls import Segment, TextCallScanner
+from proxy.core.textcalls import Segment, TextCallScanner
 
 
 class TextBlocks:

@@ -13,10 +13,10 @@ from typing import Any
 
 from proxy.anthropic.blocks import ToolBlock
 from proxy.anthropic.output import RoundOutput
-from proxy.chat.decide import ResponseIds, Verdict
-from proxy.chat.ids import canonical_arguments, normalize_raw_id
-from proxy.chat.notes import DeltaRepaired
-from proxy.chat.textcalls import RecoveredCall
+from proxy.core.decide import ResponseIds, Verdict
+from proxy.core.ids import canonical_arguments, normalize_raw_id
+from proxy.core.notes import DeltaRepaired
+from proxy.core.textcalls import RecoveredCall
 
 
 class ToolBlocks:

@@ -17,11 +17,11 @@ from __future__ import annotations
 from enum import Enum, auto
 from typing import Any, NamedTuple
 
-from proxy.chat.decide import ChoiceIds, ResponseIds, Verdict
-from proxy.chat.ids import normalize_raw_id
-from proxy.chat.jsoncomplete import JsonCompleteness, Progress, is_complete_json
-from proxy.chat.notes import DeltaRepaired, IdRewritten, Note
-from proxy.chat.textcalls import RecoveredCall
+from proxy.core.decide import ChoiceIds, ResponseIds, Verdict
+from proxy.core.ids import normalize_raw_id
+from proxy.core.jsoncomplete import JsonCompleteness, Progress, is_complete_json
+from proxy.core.notes import DeltaRepaired, IdRewritten, Note
+from proxy.core.textcalls import RecoveredCall
 from proxy.jsontext import dumps
 
 

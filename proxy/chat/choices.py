@@ -18,10 +18,10 @@ from typing import Any
 
 from proxy.chat.calls import ChoiceCalls, merge_fragments
 from proxy.chat.continuation import RoundContent
-from proxy.chat.decide import ChoiceIds, ResponseIds, truthful_finish_reason
-from proxy.chat.guard import Replay
-from proxy.chat.notes import DeltaRepaired, Note
-from proxy.chat.textcalls import RecoveredCall, TextCallScanner
+from proxy.core.decide import ChoiceIds, ResponseIds, truthful_finish_reason
+from proxy.core.guard import Replay
+from proxy.core.notes import DeltaRepaired, Note
+from proxy.core.textcalls import RecoveredCall, TextCallScanner
 
 
 class ChoiceChange(Enum):

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from proxy.chat.guard import Replay
+from proxy.core.guard import Replay
 from proxy.jsontext import dumps
 from proxy.sse import encode_event
 

@@ -1,7 +1,7 @@
 """One client request, from its first upstream round to its last (sans-IO, SPEC §2-§5).
 
 The shell talks to nothing else: it hands the exchange the upstream's body as it arrives
-(`feed`, then `end`) and acts on the small events it gets back, in order (`proxy.chat.events`;
+(`feed`, then `end`) and acts on the small events it gets back, in order (`proxy.core.events`;
 the protocol every surface's exchange follows is `proxy.surface_codec.Exchange`).
 Decisions for logs and metrics are read with `report()`.
 
@@ -21,19 +21,20 @@ from typing import Any
 
 import orjson
 
-from proxy.chat.decide import ResponseIds
-from proxy.chat.events import (
+from proxy.chat.followup import build_followup
+from proxy.chat.history import HistoryFacts, translate_request
+from proxy.chat.message import merge_continuation, sanitize_completion
+from proxy.chat.stream import Carry, StreamPhase, StreamSanitizer, add_usage
+from proxy.core.decide import ResponseIds
+from proxy.core.events import (
     ExchangeEvent,
     Forward,
     LoopDetected,
     OpenFollowup,
     UpstreamBroken,
 )
-from proxy.chat.guard import GuardState, Replay, build_followup
-from proxy.chat.history import HistoryFacts, translate_request
-from proxy.chat.message import merge_continuation, sanitize_completion
-from proxy.chat.notes import Note
-from proxy.chat.stream import Carry, StreamPhase, StreamSanitizer, add_usage
+from proxy.core.guard import GuardState, Replay
+from proxy.core.notes import Note
 from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
 from proxy.jsontext import dumps
 

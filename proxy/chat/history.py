@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.chat.ledger import (
+from proxy.core.ledger import (
     FORM_ISSUED,
     FORM_UPSTREAM,
     Fingerprint,

@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.chat.decide import ResponseIds, Verdict, truthful_finish_reason
-from proxy.chat.guard import Replay
-from proxy.chat.ids import normalize_raw_id
-from proxy.chat.notes import DeltaRepaired, IdRewritten, Note
 from proxy.chat.stream import Carry, add_usage
-from proxy.chat.textcalls import RecoveredCall, TextCallScanner
+from proxy.core.decide import ResponseIds, Verdict, truthful_finish_reason
+from proxy.core.guard import Replay
+from proxy.core.ids import normalize_raw_id
+from proxy.core.notes import DeltaRepaired, IdRewritten, Note
+from proxy.core.textcalls import RecoveredCall, TextCallScanner
 from proxy.jsontext import dumps
 
 

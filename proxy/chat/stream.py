@@ -31,11 +31,11 @@ import orjson
 from proxy.chat.calls import CallSlot
 from proxy.chat.choices import Choices
 from proxy.chat.continuation import Carry, Continuation, FollowupNeeded, RoundContent, add_usage
-from proxy.chat.decide import ResponseIds
 from proxy.chat.head import HeadGate, shows_nothing
-from proxy.chat.jsoncomplete import is_complete_json
-from proxy.chat.notes import DeltaRepaired, Note
 from proxy.chat.sse_scan import CONTENT, MARKUP, PLAIN, USAGE, scan
+from proxy.core.decide import ResponseIds
+from proxy.core.jsoncomplete import is_complete_json
+from proxy.core.notes import DeltaRepaired, Note
 from proxy.errors import ReplayLoopDetected
 from proxy.jsontext import dumps
 from proxy.sse import DONE_EVENT, SSEDecoder, SSEEvent, encode_comment, encode_event

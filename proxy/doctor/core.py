@@ -18,12 +18,12 @@ from typing import Any
 
 import orjson
 
-from proxy.chat.decide import ResponseIds
-from proxy.chat.guard import GuardState
 from proxy.chat.history import translate_request
 from proxy.chat.message import sanitize_completion
-from proxy.chat.notes import CallDropped, DeltaRepaired, IdRewritten, Note
 from proxy.chat.stream import StreamSanitizer
+from proxy.core.decide import ResponseIds
+from proxy.core.guard import GuardState
+from proxy.core.notes import CallDropped, DeltaRepaired, IdRewritten, Note
 from proxy.doctor.session import Exchange
 from proxy.errors import ProxyError
 from proxy.sse import SSEDecoder

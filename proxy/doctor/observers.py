@@ -3,7 +3,7 @@
 An observer looks at every chat response of the run, in order, and yields a `Sighting` (which
 quirk, in which response, an example) per thing it sees. Most look at one response at a
 time; `recurring_ids` and `replays` compare turns. Id shapes are judged by the proxy's own
-rules (proxy.chat.ids), leaked markup by its own parser (proxy.chat.textcalls).
+rules (proxy.core.ids), leaked markup by its own parser (proxy.core.textcalls).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from proxy.chat.ids import fingerprint, is_counter_shaped, is_valid_client_id, normalize_raw_id
 from proxy.chat.stream import is_complete_json
-from proxy.chat.textcalls import RecoveredCall, TextCallScanner
+from proxy.core.ids import fingerprint, is_counter_shaped, is_valid_client_id, normalize_raw_id
+from proxy.core.textcalls import RecoveredCall, TextCallScanner
 from proxy.doctor.quirks import QUIRKS, Quirk
 from proxy.doctor.script import TOOLS
 from proxy.doctor.views import RawCall, ResponseView

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from proxy.chat.ids import normalize_raw_id
+from proxy.core.ids import normalize_raw_id
 from proxy.doctor.session import Exchange
 from proxy.sse import SSEDecoder
 

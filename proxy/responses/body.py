@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.chat.decide import ResponseIds
-from proxy.chat.guard import Replay
-from proxy.chat.notes import DeltaRepaired, Note
-from proxy.chat.textcalls import RecoveredCall, TextCallScanner
+from proxy.core.decide import ResponseIds
+from proxy.core.guard import Replay
+from proxy.core.notes import DeltaRepaired, Note
+from proxy.core.textcalls import RecoveredCall, TextCallScanner
 from proxy.jsontext import dumps
 from proxy.responses.calls import CallItem, is_call_item
 from proxy.responses.carry import ResponseCarry

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.chat.ids import normalize_raw_id
-from proxy.chat.jsoncomplete import is_complete_json
+from proxy.core.ids import normalize_raw_id
+from proxy.core.jsoncomplete import is_complete_json
 from proxy.jsontext import dumps
 
 # Per item kind: the key of its text, its delta event and its done event.

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.chat.decide import ResponseIds, Verdict
-from proxy.chat.notes import IdRewritten, Note
+from proxy.core.decide import ResponseIds, Verdict
+from proxy.core.notes import IdRewritten, Note
 from proxy.responses.calls import CallItem
 from proxy.responses.ids import CallIds
 

@@ -16,16 +16,16 @@ from typing import Any
 
 import orjson
 
-from proxy.chat.decide import ResponseIds
-from proxy.chat.events import (
+from proxy.chat.exchange import ExchangePhase, RoundPhases, RouteRules
+from proxy.core.decide import ResponseIds
+from proxy.core.events import (
     ExchangeEvent,
     Forward,
     UpstreamBroken,
 )
-from proxy.chat.exchange import ExchangePhase, RoundPhases, RouteRules
-from proxy.chat.guard import GuardState
-from proxy.chat.ledger import HistoryFacts
-from proxy.chat.notes import Note
+from proxy.core.guard import GuardState
+from proxy.core.ledger import HistoryFacts
+from proxy.core.notes import Note
 from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
 from proxy.jsontext import dumps
 from proxy.responses.body import sanitize_output

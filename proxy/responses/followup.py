@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.chat.guard import GuardState, Replay, plan_followup
-from proxy.chat.ledger import HistoryFacts
+from proxy.core.guard import GuardState, Replay, plan_followup
+from proxy.core.ledger import HistoryFacts
 
 
 def input_items(body: dict[str, Any]) -> list[Any]:

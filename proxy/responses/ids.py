@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from proxy.chat.decide import Decision
-from proxy.chat.ids import REASON_INVALID
+from proxy.core.decide import Decision
+from proxy.core.ids import REASON_INVALID
 
 # Responses `call_id`s may be at most 64 characters: `call_` + 8 + `_` leave 50 for the raw id.
 MAX_ENCODED_RAW = 50

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from proxy.chat.ids import fingerprint, normalize_raw_id
-from proxy.chat.ledger import Fingerprint, HistoryFacts, HistoryLedger, LedgerCall, resolve_dialect
+from proxy.core.ids import fingerprint, normalize_raw_id
+from proxy.core.ledger import Fingerprint, HistoryFacts, HistoryLedger, LedgerCall, resolve_dialect
 from proxy.jsontext import dumps
 from proxy.responses.ids import decode_call_id
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import orjson
 
-from proxy.chat.decide import ResponseIds
-from proxy.chat.guard import Replay
-from proxy.chat.notes import DeltaRepaired, Note
+from proxy.core.decide import ResponseIds
+from proxy.core.guard import Replay
+from proxy.core.notes import DeltaRepaired, Note
 from proxy.errors import ReplayLoopDetected
 from proxy.responses.calls import CallItem, is_call_event, is_call_item
 from proxy.responses.carry import ResponseCarry, key_of

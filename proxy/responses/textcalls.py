@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from proxy.chat.notes import DeltaRepaired, Note
-from proxy.chat.textcalls import RecoveredCall, Segment, TextCallScanner
+from proxy.core.notes import DeltaRepaired, Note
+from proxy.core.textcalls import RecoveredCall, Segment, TextCallScanner
 from proxy.responses.carry import key_of
 
 TEXT_EVENTS = frozenset(

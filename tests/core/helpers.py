@@ -18,11 +18,11 @@ from typing import Any
 
 import orjson
 
-from proxy.chat.decide import ResponseIds
-from proxy.chat.guard import GuardState
 from proxy.chat.history import TranslatedRequest, translate_request
-from proxy.chat.ids import mint_client_id
 from proxy.chat.stream import Carry, StreamSanitizer
+from proxy.core.decide import ResponseIds
+from proxy.core.guard import GuardState
+from proxy.core.ids import mint_client_id
 
 HEX = "dead"  # the random half of a minted id's hex8 (SPEC §2.2)
 CLIENT_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,40}")

@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.chat.calls import CallSlot, ChoiceCalls
-from proxy.chat.decide import ResponseIds
-from proxy.chat.guard import GuardState
 from proxy.chat.history import HistoryFacts
-from proxy.chat.jsoncomplete import JsonCompleteness, Progress, is_complete_json
-from proxy.chat.notes import Note
+from proxy.core.decide import ResponseIds
+from proxy.core.guard import GuardState
+from proxy.core.jsoncomplete import JsonCompleteness, Progress, is_complete_json
+from proxy.core.notes import Note
 
 EXAMPLES = int(os.environ.get("CORE_PROPERTY_EXAMPLES", "120"))
 

@@ -39,12 +39,13 @@ from helpers import (
     usage_chunk,
 )
 
-from proxy.chat.decide import ResponseIds
-from proxy.chat.guard import REPLAY_MESSAGE, GuardState, Replay, build_followup
+from proxy.chat.followup import build_followup
 from proxy.chat.history import HistoryFacts
 from proxy.chat.message import merge_continuation, sanitize_completion
-from proxy.chat.notes import CallDropped
 from proxy.chat.stream import Carry, StreamSanitizer
+from proxy.core.decide import ResponseIds
+from proxy.core.guard import REPLAY_MESSAGE, GuardState, Replay
+from proxy.core.notes import CallDropped
 from proxy.errors import ReplayLoopDetected
 
 NATIVE = "call_Ab3De5Gh7Jk9Lm1No3Pq5Rs"

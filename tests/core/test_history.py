@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.chat.history import resolve_dialect, translate_request
-from proxy.chat.ids import fingerprint
+from proxy.core.ids import fingerprint
 
 ALNUM9 = re.compile(r"[A-Za-z0-9]{9}")
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.chat.ids import (
+from proxy.core.ids import (
     REASON_ABSENT,
     REASON_COUNTER,
     REASON_INVALID,

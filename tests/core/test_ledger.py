@@ -1,12 +1,12 @@
-"""The history walk every API surface shares (proxy.chat.ledger): told in order where turns
+"""The history walk every API surface shares (proxy.core.ledger): told in order where turns
 begin, which calls they made and which got results, it decides upstream ids, pairs results
 and states the facts. Chat Completions' own walk is covered by test_history.py; these pin the
 ledger's contract as another surface's walk uses it."""
 
 from __future__ import annotations
 
-from proxy.chat.ids import fingerprint
-from proxy.chat.ledger import FORM_ISSUED, FORM_UPSTREAM, HistoryLedger
+from proxy.core.ids import fingerprint
+from proxy.core.ledger import FORM_ISSUED, FORM_UPSTREAM, HistoryLedger
 
 
 def test_object_and_string_arguments_are_one_fingerprint() -> None:

@@ -11,29 +11,23 @@ from pathlib import Path
 
 import proxy.anthropic
 import proxy.chat
+import proxy.core
 import proxy.responses
 
 FORBIDDEN = ["asyncio", "httpx", "httpcore", "starlette", "uvicorn", "anyio"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
+PACKAGES = [proxy.core, proxy.chat, proxy.anthropic, proxy.responses]
+
+
 def core_modules() -> list[str]:
-    chat = [f"proxy.chat.{m.name}" for m in pkgutil.iter_modules(proxy.chat.__path__)]
-    anthropic = [
-        f"proxy.anthropic.{m.name}" for m in pkgutil.iter_modules(proxy.anthropic.__path__)
-    ]
-    responses = [
-        f"proxy.responses.{m.name}" for m in pkgutil.iter_modules(proxy.responses.__path__)
-    ]
-    return [
-        "proxy.sse",
-        "proxy.chat",
-        *sorted(chat),
-        "proxy.anthropic",
-        *sorted(anthropic),
-        "proxy.responses",
-        *sorted(responses),
-    ]
+    """The neutral core and every surface's package, each with all its modules."""
+    modules = ["proxy.sse"]
+    for package in PACKAGES:
+        found = pkgutil.walk_packages(package.__path__, prefix=package.__name__ + ".")
+        modules += [package.__name__, *sorted(m.name for m in found)]
+    return modules
 
 
 def imported_after(modules: list[str]) -> set[str]:
@@ -51,7 +45,9 @@ def imported_after(modules: list[str]) -> set[str]:
 
 def test_core_modules_are_all_covered() -> None:
     modules = core_modules()
-    for expected in ["decide", "guard", "history", "ids", "message", "notes", "stream"]:
+    for expected in ["decide", "guard", "ledger", "ids", "notes", "events", "textcalls.markers"]:
+        assert f"proxy.core.{expected}" in modules
+    for expected in ["exchange", "followup", "history", "message", "stream"]:
         assert f"proxy.chat.{expected}" in modules
     for expected in ["exchange", "message", "request", "stream"]:
         assert f"proxy.anthropic.{expected}" in modules

@@ -34,13 +34,13 @@ from helpers import (
     tool_msg,
 )
 
-from proxy.chat.decide import ResponseIds
-from proxy.chat.guard import build_followup
+from proxy.chat.followup import build_followup
 from proxy.chat.history import FORM_ISSUED, FORM_UPSTREAM, translate_request
-from proxy.chat.ids import mint_client_id
 from proxy.chat.message import sanitize_completion
-from proxy.chat.notes import CallDropped, explain
 from proxy.chat.stream import StreamSanitizer
+from proxy.core.decide import ResponseIds
+from proxy.core.ids import mint_client_id
+from proxy.core.notes import CallDropped, explain
 from proxy.errors import ReplayLoopDetected
 
 RESTARTED = "functions.bash:0"  # what a restarted counter calls every response's first call

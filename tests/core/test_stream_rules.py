@@ -39,10 +39,10 @@ from helpers import (
     usage_chunk,
 )
 
-from proxy.chat.decide import ResponseIds
-from proxy.chat.guard import GuardState
-from proxy.chat.notes import IdRewritten
 from proxy.chat.stream import Carry, StreamSanitizer
+from proxy.core.decide import ResponseIds
+from proxy.core.guard import GuardState
+from proxy.core.notes import IdRewritten
 
 NATIVE = "call_Ab3De5Gh7Jk9Lm1No3Pq5Rs"
 NATIVE2 = "call_Zy9Xw8Vu7Ts6Rq5Po4Nm3Lk2"
@@ -637,10 +637,10 @@ def test_continuation_round_tolerates_any_json_shape() -> None:
 
 def test_hot_path_still_sees_spaced_and_repeated_finish_reasons() -> None:
     """The whole-read fast path must hand any non-compact finish_reason to the general path."""
-    from proxy.chat.decide import ResponseIds
-    from proxy.chat.guard import GuardState
     from proxy.chat.history import HistoryFacts
     from proxy.chat.stream import StreamSanitizer
+    from proxy.core.decide import ResponseIds
+    from proxy.core.guard import GuardState
 
     role = b'data: {"id":"x","choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}]}\n\n'
     call = (
@@ -660,10 +660,10 @@ def test_hot_path_still_sees_spaced_and_repeated_finish_reasons() -> None:
 def test_a_read_of_many_placeholder_chunks_is_forwarded_whole() -> None:
     """Until a chunk names the response, events go one by one through the general path;
     a read of thousands of nameless placeholders must neither recurse nor lose any."""
-    from proxy.chat.decide import ResponseIds
-    from proxy.chat.guard import GuardState
     from proxy.chat.history import HistoryFacts
     from proxy.chat.stream import StreamSanitizer
+    from proxy.core.decide import ResponseIds
+    from proxy.core.guard import GuardState
 
     placeholder = b'data: {"id":"","model":"","choices":[]}\n\n'
     content = (

@@ -15,7 +15,7 @@ import openai
 import orjson
 import pytest
 
-from proxy.chat.ids import mint_client_id
+from proxy.core.ids import mint_client_id
 from proxy.simulator import SimulatorLog
 from tests.e2e.conftest import ProxyFactory
 from tests.e2e.test_replay import MODES, agent, synthetic_answers, upstream_ids

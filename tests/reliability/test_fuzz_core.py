@@ -17,11 +17,12 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy.chat.decide import ResponseIds
-from proxy.chat.guard import GuardState, build_followup
+from proxy.chat.followup import build_followup
 from proxy.chat.history import translate_request
 from proxy.chat.message import sanitize_completion
 from proxy.chat.stream import StreamSanitizer
+from proxy.core.decide import ResponseIds
+from proxy.core.guard import GuardState
 from proxy.errors import ReplayLoopDetected
 from tests.reliability.fuzzgen import (
     completion,

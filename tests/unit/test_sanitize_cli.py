@@ -111,7 +111,7 @@ def test_sanitize_missing_file_is_a_clear_error() -> None:
 def test_explain_says_which_form_of_the_raw_id_a_replay_matched(tmp_path: Path) -> None:
     # SPEC §5: B went upstream as `functions.bash:1`; its replay comes back as `:0`, the id a
     # restarted counter issued it under, which B's client id carries as a digest.
-    from proxy.chat.ids import mint_client_id
+    from proxy.core.ids import mint_client_id
 
     a, b = (mint_client_id(t, 0, "abcd", "functions.bash:0") for t in (1, 2))
     call = {"type": "function", "function": {"name": "bash", "arguments": '{"cmd":"ls"}'}}

@@ -7,12 +7,12 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy.chat.decide import ResponseIds
-from proxy.chat.guard import GuardState
 from proxy.chat.history import translate_request
 from proxy.chat.message import sanitize_completion
 from proxy.chat.stream import StreamSanitizer
-from proxy.chat.textcalls import RecoveredCall, TextCallScanner
+from proxy.core.decide import ResponseIds
+from proxy.core.guard import GuardState
+from proxy.core.textcalls import RecoveredCall, TextCallScanner
 from proxy.simulator.profiles import LEAK_FORMATS, WHOLE_MESSAGE_LEAKS, PlannedCall, leak_markup
 
 OFFERED = frozenset({"run_shell_command", "read_file"})

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from proxy.chat.textcalls import RecoveredCall, TextCallScanner
-from proxy.chat.textcalls.formats import MARKERS
+from proxy.core.textcalls import RecoveredCall, TextCallScanner
+from proxy.core.textcalls.formats import MARKERS
 from proxy.simulator.profiles import LEAK_FORMATS, WHOLE_MESSAGE_LEAKS, PlannedCall, leak_markup
 
 SMALL, LARGE = 250_000, 1_000_000

@@ -7,12 +7,12 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy.chat.decide import ResponseIds
-from proxy.chat.guard import GuardState
 from proxy.chat.history import translate_request
 from proxy.chat.message import sanitize_completion
 from proxy.chat.stream import StreamSanitizer
-from proxy.chat.textcalls import MAX_BLOCK_CHARS, RecoveredCall, TextCallScanner
+from proxy.core.decide import ResponseIds
+from proxy.core.guard import GuardState
+from proxy.core.textcalls import MAX_BLOCK_CHARS, RecoveredCall, TextCallScanner
 from tests.unit.test_textcalls import OFFERED, REQUEST, client_view, scan_in_pieces
 
 CALL = '{"name": "read_file", "arguments": {"path": "/x"}}'

@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 
 from proxy.anthropic.exchange import AnthropicExchange
-from proxy.chat.events import Forward, LoopDetected, OpenFollowup
 from proxy.chat.exchange import RouteRules
+from proxy.core.events import Forward, LoopDetected, OpenFollowup
 
 JSON = dict[str, Any]
 TOOLS = [

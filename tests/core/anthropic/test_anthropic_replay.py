@@ -20,9 +20,9 @@ from anthropic_wire import (
 )
 
 from proxy.anthropic.exchange import AnthropicExchange
-from proxy.chat.events import Forward, LoopDetected
 from proxy.chat.exchange import RouteRules
-from proxy.chat.ids import mint_client_id
+from proxy.core.events import Forward, LoopDetected
+from proxy.core.ids import mint_client_id
 from proxy.errors import UpstreamStreamError
 
 LS = {"command": "ls"}

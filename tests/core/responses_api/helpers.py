@@ -14,8 +14,8 @@ from openai._types import omit
 from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.responses import ResponseStreamEvent
 
-from proxy.chat.events import ExchangeEvent, Forward, LoopDetected, OpenFollowup
 from proxy.chat.exchange import RouteRules
+from proxy.core.events import ExchangeEvent, Forward, LoopDetected, OpenFollowup
 from proxy.responses.exchange import ResponsesExchange
 from proxy.sse import SSEDecoder
 

@@ -16,10 +16,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
-from proxy.chat.ids import fingerprint, kimi_id, mint_client_id
-from proxy.chat.ledger import FORM_UPSTREAM, Fingerprint, HistoryFacts
+from proxy.core.ids import fingerprint, kimi_id, mint_client_id
+from proxy.core.ledger import FORM_UPSTREAM, Fingerprint, HistoryFacts
 from proxy.errors import ReplayLoopDetected
 
 REPLAY_MESSAGE = (
@@ -137,30 +136,3 @@ def plan_followup(
         tool_call_count=facts.tool_call_count + len(replays),
     )
     return answers, new_facts
-
-
-def build_followup(
-    upstream_body: dict[str, Any],
-    facts: HistoryFacts,
-    guard: GuardState,
-    content: str,
-    replays: list[Replay],
-) -> tuple[dict[str, Any], HistoryFacts]:
-    """Chat Completions' follow-up: the previous upstream request + this round's assistant
-    message + one `tool` message per replay. Returns the body and the facts of its history."""
-    answers, new_facts = plan_followup(facts, guard, replays)
-    tool_calls = [
-        {
-            "id": answer.upstream_id,
-            "type": "function",
-            "function": {"name": answer.replay.name, "arguments": answer.replay.arguments},
-        }
-        for answer in answers
-    ]
-    tool_messages = [
-        {"role": "tool", "tool_call_id": answer.upstream_id, "content": answer.text}
-        for answer in answers
-    ]
-    assistant = {"role": "assistant", "content": content, "tool_calls": tool_calls}
-    body = {**upstream_body, "messages": [*upstream_body["messages"], assistant, *tool_messages]}
-    return body, new_facts

@@ -10,7 +10,7 @@ import re
 
 import orjson
 
-from proxy.chat.textcalls.model import NotACall, Parsed, json_arguments, json_calls
+from proxy.core.textcalls.model import NotACall, Parsed, json_arguments, json_calls
 
 
 def parse_json_calls(body: str) -> list[Parsed]:

@@ -18,9 +18,9 @@ split (markers.py says how).
 
 from __future__ import annotations
 
-from proxy.chat.textcalls.markers import MAX_BLOCK_CHARS, MarkerScanner
-from proxy.chat.textcalls.model import RecoveredCall, Segment
-from proxy.chat.textcalls.whole import WholeMessage
+from proxy.core.textcalls.markers import MAX_BLOCK_CHARS, MarkerScanner
+from proxy.core.textcalls.model import RecoveredCall, Segment
+from proxy.core.textcalls.whole import WholeMessage
 
 
 class TextCallScanner:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from enum import Enum, auto
 from typing import Protocol
 
-from proxy.chat.guard import GuardState, Replay
-from proxy.chat.ids import (
+from proxy.core.guard import GuardState, Replay
+from proxy.core.ids import (
     REASON_COLLISION,
     REASON_DUPLICATE,
     REASON_POLICY,
@@ -26,8 +26,8 @@ from proxy.chat.ids import (
     mint_client_id,
     rejection_reason,
 )
-from proxy.chat.ledger import HistoryFacts
-from proxy.chat.notes import CallDropped
+from proxy.core.ledger import HistoryFacts
+from proxy.core.notes import CallDropped
 
 
 class CallLike(Protocol):

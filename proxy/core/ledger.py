@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.chat.ids import (
+from proxy.core.ids import (
     alnum9_id,
     derived_unique_id,
     fingerprint,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from proxy.chat.textcalls.model import NotACall, Parsed, json_arguments, json_value, tag_value
+from proxy.core.textcalls.model import NotACall, Parsed, json_arguments, json_value, tag_value
 
 # --- Kimi K2: <|tool_calls_section_begin|> <|tool_call_begin|>functions.x:0
 #     <|tool_call_argument_begin|>{...}<|tool_call_end|> ... <|tool_calls_section_end|>

@@ -17,9 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from proxy.chat.textcalls import jsonish, tagged
-from proxy.chat.textcalls.checks import Check, call_id, either, literal, named, then
-from proxy.chat.textcalls.model import Parsed
+from proxy.core.textcalls import jsonish, tagged
+from proxy.core.textcalls.checks import Check, call_id, either, literal, named, then
+from proxy.core.textcalls.model import Parsed
 
 
 @dataclass(frozen=True, slots=True)

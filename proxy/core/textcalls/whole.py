@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import re
 
-from proxy.chat.textcalls.checks import NO, Head, either, literal, then
-from proxy.chat.textcalls.extent import JsonExtent
-from proxy.chat.textcalls.markers import MAX_BLOCK_CHARS
-from proxy.chat.textcalls.model import NotACall, RecoveredCall, arguments_text, json_calls
+from proxy.core.textcalls.checks import NO, Head, either, literal, then
+from proxy.core.textcalls.extent import JsonExtent
+from proxy.core.textcalls.markers import MAX_BLOCK_CHARS
+from proxy.core.textcalls.model import NotACall, RecoveredCall, arguments_text, json_calls
 
 FORMAT = "json"
 # The keys a call object may have where nothing but the object itself marks it as a call.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proxy.chat.guard import Replay
+from proxy.core.guard import Replay
 from proxy.errors import ProxyError, ReplayLoopDetected
 
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import re
 
-from proxy.chat.textcalls.checks import NO, Head
-from proxy.chat.textcalls.extent import JsonExtent
-from proxy.chat.textcalls.formats import MARKERS, Marker
-from proxy.chat.textcalls.model import NotACall, RecoveredCall, Segment, arguments_text
+from proxy.core.textcalls.checks import NO, Head
+from proxy.core.textcalls.extent import JsonExtent
+from proxy.core.textcalls.formats import MARKERS, Marker
+from proxy.core.textcalls.model import NotACall, RecoveredCall, Segment, arguments_text
 
 # A block that has not ended after this many characters is not a call worth recovering: it is
 # released as text, whole, rather than holding the client's content hostage (and memory).
