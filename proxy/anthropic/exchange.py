@@ -30,8 +30,7 @@ from proxy.chat.exchange import (
 )
 from proxy.core.decide import ResponseIds
 from proxy.core.events import ExchangeEvent, Forward, LoopDetected, UpstreamBroken
-from proxy.core.guard import GuardState, Replay
-from proxy.core.ledger import HistoryFacts
+from proxy.core.guard import Replay
 from proxy.core.notes import Note
 from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
 from proxy.jsontext import dumps
@@ -50,17 +49,10 @@ class AnthropicExchange(RoundPhases):
         entropy: Callable[[int], bytes] = os.urandom,
     ):
         translated = translate_messages(body, rules.dialect)
-        self.rules = rules
-        self.facts: HistoryFacts = translated.facts
-        self.history_calls = translated.calls
-        self.upstream_request: bytes = translated.to_bytes(raw)
-        self.guard = GuardState(
-            enabled=rules.replay_guard, max_followups=rules.max_followups, entropy=entropy
+        self._begin_exchange(
+            rules, translated.facts, translated.body, translated.to_bytes(raw), entropy
         )
-        self.phase = ExchangePhase.WAITING
-        self._upstream_body = translated.body
-        self._notes: list[Note] = []
-        self._non_json_before = 0
+        self.history_calls = translated.calls
         self._forwarded = False
         self._stream_core: AnthropicStream | None = None
         self._message: MessageRound | None = None
@@ -124,9 +116,7 @@ class AnthropicExchange(RoundPhases):
     # -- streaming rounds ----------------------------------------------------------------------
 
     def _stream_events(self, core: AnthropicStream, out: list[bytes]) -> list[ExchangeEvent]:
-        if core.notes:
-            self._notes.extend(core.notes)
-            core.notes.clear()
+        self._take_notes(core.notes)
         events: list[ExchangeEvent] = []
         if out:
             self._forwarded = True

@@ -83,6 +83,33 @@ class RoundPhases:
     facts: HistoryFacts
     _upstream_body: dict[str, Any]
     _forwarded: bool
+    _notes: list[Note]
+
+    def _begin_exchange(
+        self,
+        rules: RouteRules,
+        facts: HistoryFacts,
+        upstream_body: dict[str, Any],
+        upstream_request: bytes,
+        entropy: Callable[[int], bytes],
+    ) -> None:
+        """The state every surface's exchange starts with, from its translated request."""
+        self.rules = rules
+        self.facts = facts
+        self.upstream_request = upstream_request
+        self.guard = GuardState(
+            enabled=rules.replay_guard, max_followups=rules.max_followups, entropy=entropy
+        )
+        self.phase = ExchangePhase.WAITING
+        self._upstream_body = upstream_body
+        self._notes = []
+        self._non_json_before = 0  # data lines that were not JSON, in the rounds before this
+
+    def _take_notes(self, notes: list[Note]) -> None:
+        """A round core's decisions, kept for `report()` (the core's list is emptied)."""
+        if notes:
+            self._notes.extend(notes)
+            notes.clear()
 
     def _finish(self, body: bytes) -> list[ExchangeEvent]:
         self._forwarded = True
@@ -130,16 +157,9 @@ class ChatExchange(RoundPhases):
         entropy: Callable[[int], bytes] = os.urandom,
     ):
         translated = translate_request(body, rules.dialect)
-        self.rules = rules
-        self.facts: HistoryFacts = translated.facts
-        self.upstream_request: bytes = translated.to_bytes(raw)
-        self.guard = GuardState(
-            enabled=rules.replay_guard, max_followups=rules.max_followups, entropy=entropy
+        self._begin_exchange(
+            rules, translated.facts, translated.body, translated.to_bytes(raw), entropy
         )
-        self.phase = ExchangePhase.WAITING
-        self._non_json_before = 0  # counted by the rounds before this one
-        self._upstream_body = translated.body
-        self._notes: list[Note] = []
         self._forwarded = False  # some bytes of the response reached the shell
         # The round being fed: a stream's core, or a whole message's body (never both).
         self._stream_core: StreamSanitizer | None = None
@@ -207,9 +227,7 @@ class ChatExchange(RoundPhases):
     # -- streaming rounds ----------------------------------------------------------------------
 
     def _stream_events(self, core: StreamSanitizer, out: list[bytes]) -> list[ExchangeEvent]:
-        if core.notes:
-            self._notes.extend(core.notes)
-            core.notes.clear()
+        self._take_notes(core.notes)
         if core.error is not None:
             return self._stream_loop(core, out)
         if core.phase is not StreamPhase.DONE:

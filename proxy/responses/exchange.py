@@ -23,8 +23,6 @@ from proxy.core.events import (
     Forward,
     UpstreamBroken,
 )
-from proxy.core.guard import GuardState
-from proxy.core.ledger import HistoryFacts
 from proxy.core.notes import Note
 from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
 from proxy.jsontext import dumps
@@ -54,18 +52,11 @@ class ResponsesExchange(RoundPhases):
         entropy: Callable[[int], bytes] = os.urandom,
     ):
         translated = translate_request(body, rules.dialect)
-        self.rules = rules
-        self.facts: HistoryFacts = translated.facts
-        self.translations = translated.translations  # for `sanitize --explain`
-        self.upstream_request: bytes = translated.to_bytes(raw)
-        self.guard = GuardState(
-            enabled=rules.replay_guard, max_followups=rules.max_followups, entropy=entropy
+        self._begin_exchange(
+            rules, translated.facts, translated.body, translated.to_bytes(raw), entropy
         )
-        self.phase = ExchangePhase.WAITING
-        self._upstream_body = translated.body
+        self.translations = translated.translations  # for `sanitize --explain`
         self._carry = ResponseCarry(CallIds(entropy, self.facts.client_ids))
-        self._notes: list[Note] = []
-        self._non_json_before = 0
         self._stream: ResponsesStream | None = None
         self._message: bytearray | None = None
         self._ids: ResponseIds | None = None
@@ -130,9 +121,7 @@ class ResponsesExchange(RoundPhases):
     # -- streaming rounds ----------------------------------------------------------------------
 
     def _stream_events(self, core: ResponsesStream, out: list[bytes]) -> list[ExchangeEvent]:
-        if core.notes:
-            self._notes.extend(core.notes)
-            core.notes.clear()
+        self._take_notes(core.notes)
         events: list[ExchangeEvent] = []
         if core.error is not None:
             if out:
