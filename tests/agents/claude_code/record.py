@@ -66,10 +66,31 @@ def turns(work: Path) -> list[Turn]:
 
 def scrub(value: Any, root: str) -> Any:
     """The fixture as recorded, without the machine: the scratch path becomes /scratch and
-    the kernel version in Claude Code's environment note is left out."""
+    the kernel version in Claude Code's environment note is left out; the client's own long
+    prose (its system prompt, tool descriptions) is elided, its shape kept (elide_prose)."""
     text = orjson.dumps(value).decode().replace(root, "/scratch")
     text = re.sub(r"OS Version: [^\\\"]*", "OS Version: Linux", text)
-    return orjson.loads(text)
+    return elide_prose(orjson.loads(text))
+
+
+# Strings under these keys longer than this are the client's own prose, which the tests do not
+# need (and the project does not keep): each becomes a marker that says how long it was.
+PROSE_KEYS = frozenset({"text", "description", "instructions", "content"})
+PROSE_LIMIT = 240
+
+
+def elide_prose(value: Any) -> Any:
+    if isinstance(value, list):
+        return [elide_prose(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        if key in PROSE_KEYS and isinstance(item, str) and len(item) > PROSE_LIMIT:
+            out[key] = f"[{len(item)} characters of the client's own text, elided]"
+        else:
+            out[key] = elide_prose(item)
+    return out
 
 
 def record(root: Path) -> list[Recorded]:
