@@ -1,4 +1,4 @@
-// The tool loop both Vercel AI SDK scripts run (`ai` 6): tools with `execute` functions, the
+// The tool loop every Vercel AI SDK script runs (`ai` 6): tools with `execute` functions, the
 // SDK runs the loop (`stopWhen: stepCountIs(n)`), with `generateText` or `streamText`.
 import { generateText, stepCountIs, streamText, tool } from 'ai';
 import { z } from 'zod';
@@ -6,7 +6,8 @@ import { z } from 'zod';
 import { userPrompt } from './common.mjs';
 
 // An Error (generateText), or the provider's error object from an error part (streamText:
-// the `error` of a `data: {"error": {...}}` event, not an Error instance).
+// the `error` of a `data: {"error": {...}}` event or of Anthropic's `error` event, not an
+// Error instance).
 function describeError(err) {
   const name = err instanceof Error ? err.name : `${err?.type ?? 'unknown'} error part`;
   const error = { name, message: String(err?.message ?? err) };
@@ -17,11 +18,12 @@ function describeError(err) {
   return error;
 }
 
-// One loop on `languageModel` (a provider's model object); `model` names it in the result.
+// One loop on `languageModel` (a provider's model object); `model` names it in the result,
+// `client` names the SDK and provider, `extra` adds settings a provider needs.
 // Modes: generate (generateText), stream (streamText, consuming fullStream); `stream-*` modes
 // stream too (the caller configured the provider for them).
-export async function runLoop(languageModel, model, mode, maxSteps) {
-  const result = { client: 'ai-sdk', mode, model, final_text: null, steps: 0, executed: [] };
+export async function runLoop(languageModel, model, mode, maxSteps, client = 'ai-sdk', extra = {}) {
+  const result = { client, mode, model, final_text: null, steps: 0, executed: [] };
   result.usage = [];
   const recordSteps = steps => {
     result.steps = steps.length;
@@ -53,6 +55,7 @@ export async function runLoop(languageModel, model, mode, maxSteps) {
     stopWhen: stepCountIs(maxSteps),
     maxRetries: 0,
     timeout: 20_000,
+    ...extra,
   };
   try {
     if (mode === 'generate') {
