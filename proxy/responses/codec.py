@@ -7,8 +7,7 @@ from typing import Any
 
 from proxy.chat.codec import parse_json_object
 from proxy.chat.exchange import RouteRules
-from proxy.errors import ClientRequestError, ProxyError, ReplayLoopDetected, error_body
-from proxy.jsontext import dumps
+from proxy.errors import ClientRequestError, ProxyError, ReplayLoopDetected
 from proxy.responses.exchange import ResponsesExchange
 from proxy.surface_codec import SurfaceCodec
 from proxy.surfaces import RESPONSES
@@ -36,7 +35,7 @@ def new_responses_exchange(
 
 def responses_error_response(error: ProxyError) -> tuple[int, bytes]:
     if isinstance(error, ReplayLoopDetected):
-        return LOOP_STATUS, dumps(error_body(error.message, error.error_type, error.code))
+        return LOOP_STATUS, error.json_bytes()
     return error.status, error.json_bytes()
 
 
