@@ -250,8 +250,7 @@ class ProxyApp:
             self.metrics.upstream_errors.labels(exc.code or "upstream").inc()
         log.fields["error"] = exc.code
         render = call.codec.error_response if call.codec is not None else openai_error_response
-        await send_refusal(call.send, exc, call.request_id, call.request_body, render)
-        return render(exc)[0]
+        return await send_refusal(call.send, exc, call.request_id, call.request_body, render)
 
     async def _forward(
         self,
@@ -269,7 +268,11 @@ class ProxyApp:
             call.request_id,
             strip_authorization=strip_auth,
             identity_encoding=body is not None,
-            credential=credential_for(call.rest),
+            credential=(
+                (call.codec.credential_header, call.codec.credential_prefix)
+                if call.codec is not None
+                else credential_for(call.rest)
+            ),
         )
         url = upstream_url(route, call.rest, scope.get("query_string", b""))
         if body is not None and call.codec is not None:

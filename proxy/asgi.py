@@ -151,7 +151,8 @@ async def send_bytes(
 
 async def send_error(
     send: Send, error: ProxyError, request_id: str, render: ErrorRenderer = openai_error_response
-) -> None:
+) -> int:
+    """`error` as the whole response, in the shape `render` gives it; returns its status."""
     status, payload = render(error)
     await send_bytes(
         send,
@@ -159,6 +160,7 @@ async def send_error(
         payload,
         [(b"content-type", b"application/json"), (b"x-request-id", request_id.encode())],
     )
+    return status
 
 
 async def send_refusal(
@@ -167,12 +169,11 @@ async def send_refusal(
     request_id: str,
     body: RequestBody,
     render: ErrorRenderer = openai_error_response,
-) -> None:
+) -> int:
     """`error` as the answer to a request whose body may still be arriving (see LINGER_*), in
-    the shape of the request's API surface (`render`)."""
+    the shape of the request's API surface (`render`); returns the status sent."""
     if body.ended or not body.announced:
-        await send_error(send, error, request_id, render)
-        return
+        return await send_error(send, error, request_id, render)
     status, payload = render(error)
     headers = [
         (b"content-type", b"application/json"),
@@ -188,6 +189,7 @@ async def send_refusal(
     if body.started or not body.expects_continue:
         await body.discard()
     await send({"type": "http.response.body", "body": b""})
+    return status
 
 
 def with_request_id(
