@@ -141,9 +141,14 @@ class CallItem:
         self.echo = -1
 
     def update_item(self, item: dict[str, Any]) -> None:
-        """The upstream's later description of the item (its `output_item.done`)."""
+        """The upstream's later description of the item (its `output_item.done`). Its `type`
+        stays what opened the call: a done event that names another type cannot turn a call
+        whose header and arguments went out into something else."""
+        text_key = self.key
         for key, value in item.items():
-            if key != self.key and (value not in (None, "") or key not in self.item):
+            if key in (text_key, "type"):
+                continue
+            if value not in (None, "") or key not in self.item:
                 self.item[key] = value
 
     def unsent(self) -> str:

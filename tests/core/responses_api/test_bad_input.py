@@ -100,3 +100,14 @@ def test_unfinished_message_with_odd_part_indexes_is_completed() -> None:
     final = result.events[-1]["response"]["output"][0]
     texts = [part["text"] for part in final["content"]]
     assert texts[:2] == ["a", "b"] and sorted(texts[2:]) == ["c", "d"]
+
+
+def test_a_call_closed_by_a_done_event_of_another_type_stays_a_call() -> None:
+    """Found by test_any_events_stream: `output_item.done` naming a `message` at the index of an
+    open function call crashed the core (the call's grammar was looked up by the new type)."""
+    events = [
+        {"type": "response.output_item.added", "item": {"type": "function_call"}},
+        {"type": "response.output_item.done", "item": {"type": "message"}},
+    ]
+    body = b"".join(b"data: " + orjson.dumps(event) + b"\n\n" for event in events)
+    run(_history(), body, body, split=1)
