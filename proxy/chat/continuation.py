@@ -68,21 +68,23 @@ class RoundContent:
     __slots__ = ("_items",)
 
     def __init__(self) -> None:
-        self._items: list[bytes | str] = []
+        self._items: list[bytes | str | _Read] = []
 
     def add_event(self, data: bytes) -> None:
         self._items.append(data)
 
     def add_read(self, read: bytes) -> None:
-        """A read of whole one-line `data: {...}` events."""
-        self._items.extend(block[6:] for block in read[:-2].split(b"\n\n"))
+        """A read of whole one-line `data: {...}` events, split into them only if the text is
+        asked for (most rounds never are: splitting every read was a stream's largest cost
+        once a round could end in a follow-up)."""
+        self._items.append(_Read(read))
 
     def add_text(self, text: str) -> None:
         self._items.append(text)
 
     def text(self) -> str:
         parts: list[str] = []
-        for item in self._items:
+        for item in self._events():
             if isinstance(item, str):
                 parts.append(item)
                 continue
@@ -94,6 +96,23 @@ class RoundContent:
             if isinstance(content, str):
                 parts.append(content)
         return "".join(parts)
+
+
+    def _events(self) -> list[bytes | str]:
+        items: list[bytes | str] = []
+        for item in self._items:
+            if isinstance(item, _Read):
+                items.extend(block[6:] for block in item.data[:-2].split(b"\n\n"))
+            else:
+                items.append(item)
+        return items
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """A read of whole events, as RoundContent keeps it until its text is asked for."""
+
+    data: bytes
 
 
 class Continuation:
