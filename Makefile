@@ -11,8 +11,8 @@ $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --upgrade pip
 
-# The C source the editable install compiles in place (a change must rebuild it).
-NATIVE := proxy/chat/_sse_scan.c
+# The C sources the editable install compiles in place (a change must rebuild them).
+NATIVE := proxy/chat/_sse_scan.c proxy/_chunked.c
 
 # A first install says nothing unless it fails. setuptools reports how an editable install is
 # wired as a warning ("Editable installation ..."), which pip prints on every install; it is
