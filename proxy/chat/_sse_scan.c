@@ -211,8 +211,64 @@ scan(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromLong(flags);
 }
 
+/* Does one whole event (`data: {...}\n\n`, already known to be one line) pass the rule? */
+static int
+event_passes(const char *data, Py_ssize_t size, long want)
+{
+    if (memchr(data, '\r', (size_t)size) != NULL || underscore_keys(data, size) != 0) {
+        return 0;
+    }
+    return !((want & USAGE) && has_usage(data, size)) &&
+           !((want & MARKUP) && has_markup(data, size)) &&
+           !((want & CONTENT) && has_content(data, size));
+}
+
+static PyObject *
+run_end(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    /* Where the run of whole events from `pos` whose every event scan() would answer PLAIN
+     * alone ends: `pos` when the first does not. The rule holds for a run exactly when it
+     * holds for each of its events (no key the scan looks for can span an event boundary,
+     * which holds a newline), so this is one walk, where asking scan() about growing runs
+     * rescanned them. */
+    static const char START[] = "data: {";
+    const Py_ssize_t start_len = sizeof(START) - 1;
+    const char *data, *end, *at;
+    Py_ssize_t size, pos;
+    long want;
+
+    if (nargs != 3 || !PyBytes_Check(args[0]) || !PyLong_Check(args[1]) ||
+        !PyLong_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "run_end() takes bytes, an int and an int");
+        return NULL;
+    }
+    pos = PyLong_AsSsize_t(args[1]);
+    want = PyLong_AsLong(args[2]);
+    if ((pos == -1 || want == -1) && PyErr_Occurred()) {
+        return NULL;
+    }
+    data = PyBytes_AS_STRING(args[0]);
+    size = PyBytes_GET_SIZE(args[0]);
+    if (pos < 0 || pos > size) {
+        PyErr_SetString(PyExc_ValueError, "run_end() position out of range");
+        return NULL;
+    }
+    end = data + size;
+    at = data + pos;
+    while (end - at >= start_len + 2 && memcmp(at, START, (size_t)start_len) == 0) {
+        const char *newline = memchr(at + start_len, '\n', (size_t)(end - at - start_len));
+        if (newline == NULL || newline + 1 >= end || newline[1] != '\n' ||
+            !event_passes(at, newline + 2 - at, want)) {
+            break;
+        }
+        at = newline + 2;
+    }
+    return PyLong_FromSsize_t(at - data);
+}
+
 static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL, "Flags describing a read of SSE bytes (see proxy.chat.sse_scan)."},
+    {"run_end", (PyCFunction)(void (*)(void))run_end, METH_FASTCALL, "Where the run of events the rule forwards ends (see proxy.chat.sse_scan)."},
     {NULL, NULL, 0, NULL},
 };
 
