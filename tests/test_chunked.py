@@ -4,6 +4,7 @@ same refusals, and reads cut at chunk boundaries once they reach the limit."""
 
 from __future__ import annotations
 
+import itertools
 import httptools
 import pytest
 from hypothesis import given, settings
@@ -54,7 +55,7 @@ def encode(chunks: list[bytes], extension: bytes = b"", trailers: bytes = b"") -
 def split(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({min(c, len(data)) for c in cuts})
     edges = [0, *points, len(data)]
-    return [data[a:b] for a, b in zip(edges, edges[1:], strict=False)]
+    return [data[a:b] for a, b in itertools.pairwise(edges)]
 
 
 @settings(max_examples=300, deadline=None)

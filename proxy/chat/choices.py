@@ -143,6 +143,9 @@ class Choices:
             # SPEC §4: what the finish released (held headers, "{}" for empty arguments) must
             # reach the client even when the chunk itself needed no other change.
             _delta_of(choice)["tool_calls"] = merge_fragments(emitted)
+            if not isinstance(index, int):
+                # Placed by its position: the client must be told whose calls these are.
+                choice["index"] = state.index
             return ChoiceChange.CHANGED
         if not changed:
             return ChoiceChange.SAME
