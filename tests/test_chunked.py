@@ -5,6 +5,7 @@ same refusals, and reads cut at chunk boundaries once they reach the limit."""
 from __future__ import annotations
 
 import itertools
+
 import httptools
 import pytest
 from hypothesis import given, settings
