@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
+from operator import itemgetter
 from types import TracebackType
 from typing import Any
 
@@ -79,22 +80,43 @@ def upstream_request_headers(
     uses (`credential`: header name and value prefix; `x-api-key` for Anthropic Messages).
     Kept as bytes from the ASGI scope to the wire: no decoding and encoding back per header.
     """
-    drop = REQUEST_DROP | _connection_tokens(client_headers)
     upstream_key = route.upstream_key
-    if strip_authorization:
-        drop = drop | {b"authorization"}
-    if upstream_key:
-        drop = drop | {b"authorization", credential[0]}
-    if identity_encoding:
-        drop = drop | {b"accept-encoding"}
-    headers = [(name.lower(), value) for name, value in client_headers]
-    headers = [(name, value) for name, value in headers if name not in drop]
+    drop = _dropped(credential[0], strip_authorization, bool(upstream_key), identity_encoding)
+    # One pass; a Connection header (hop-by-hop itself) names more to drop, after it.
+    headers: list[tuple[bytes, bytes]] = []
+    connection = False
+    for name, value in client_headers:
+        name = name.lower()
+        if name not in drop:
+            headers.append((name, value))
+        elif name == b"connection":
+            connection = True
+    if connection:
+        tokens = _connection_tokens(client_headers)
+        headers = [(name, value) for name, value in headers if name not in tokens]
     if upstream_key:
         headers.append((credential[0], credential[1] + upstream_key.encode("latin-1")))
     if identity_encoding:
-        headers.append((b"accept-encoding", b"identity"))
+        headers.append(_IDENTITY_ENCODING)
     headers.append((b"x-request-id", request_id.encode("latin-1")))
     return headers
+
+
+_IDENTITY_ENCODING = (b"accept-encoding", b"identity")
+
+
+@functools.lru_cache(maxsize=64)  # a few combinations per app; a new set per request cost more
+def _dropped(
+    credential: bytes, strip_authorization: bool, keyed: bool, identity_encoding: bool
+) -> frozenset[bytes]:
+    drop = set(REQUEST_DROP)
+    if strip_authorization:
+        drop.add(b"authorization")
+    if keyed:
+        drop |= {b"authorization", credential}
+    if identity_encoding:
+        drop.add(b"accept-encoding")
+    return frozenset(drop)
 
 
 def client_response_headers(
@@ -132,19 +154,25 @@ def upstream_url(route: Route, rest: str, query: bytes) -> str:
     control characters make httpx raise: both are refused (400). A decoded `%`, `?` or `#` is
     encoded again, so the upstream sees the path the client sent rather than a query.
     """
-    segments = rest.split("/")
-    if "." in segments or ".." in segments or _CONTROL.search(rest):
-        raise ClientRequestError(
-            "the request path holds dot segments or control characters", code="invalid_path"
-        )
-    path = rest.replace("%", "%25").replace("?", "%3F").replace("#", "%23")
-    url = route.upstream + path
+    url = _joined(route.upstream, rest)
     if not query:
         return url
     text = query.decode("latin-1")
     if _CONTROL.search(text) or "#" in text:
         raise ClientRequestError("the query string holds control characters", code="invalid_path")
     return f"{url}?{text}"
+
+
+# A route's paths are few (chat completions, models, ...): the checks and escapes above ran
+# per request otherwise. Bounded, as paths come from clients.
+@functools.lru_cache(maxsize=256)
+def _joined(base: str, rest: str) -> str:
+    segments = rest.split("/")
+    if "." in segments or ".." in segments or _CONTROL.search(rest):
+        raise ClientRequestError(
+            "the request path holds dot segments or control characters", code="invalid_path"
+        )
+    return base + rest.replace("%", "%25").replace("?", "%3F").replace("#", "%23")
 
 
 def map_upstream_errors(*, streaming_body: bool) -> _UpstreamErrors:
@@ -390,9 +418,12 @@ def request_headers(
     defaults the caller did not override, the caller's headers, Host first and the body's
     length last (`Content-Length: 0` second, for a body method without one).
     """
-    names = {
-        (name.encode("latin-1") if isinstance(name, str) else name).lower() for name, _ in given
-    }
+    try:  # the proxy's own calls: names as bytes, lowered in C (a third of this function)
+        names = set(map(bytes.lower, map(itemgetter(0), given)))
+    except TypeError:
+        names = {
+            (name.encode("latin-1") if isinstance(name, str) else name).lower() for name, _ in given
+        }
     merged: list[tuple[Any, Any]] = []
     for name, value in defaults:
         lowered = name.lower()
