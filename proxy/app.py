@@ -206,7 +206,7 @@ class ProxyApp:
             log.fields["route"] = route.name
             call.stream = body is not None and body.get("stream") is True
             status = await until_disconnect(
-                self._forward(call, route, raw, body, log), call.receive, log, progress
+                self._forward(call, route, raw, body, log), call.receive, log, progress, task
             )
         except ClientDisconnected:
             status = 499

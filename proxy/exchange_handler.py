@@ -34,7 +34,12 @@ from proxy.exchange_report import ExchangeReporter
 from proxy.observability import LOGGER, Metrics, RequestLog
 from proxy.sse import SSEFramingError
 from proxy.surface_codec import Exchange, SurfaceCodec
-from proxy.upstream import client_response_headers, timeouts
+from proxy.upstream import (
+    RESPONSE_DROP,
+    client_response_headers,
+    response_headers_without,
+    timeouts,
+)
 from proxy.upstream_call import UpstreamResponse, iter_body, open_upstream, relay
 
 SSE_HEADERS = [
@@ -113,7 +118,7 @@ class ExchangeHandler:
             return None
         content_type = response.content_type()
         if "text/event-stream" in content_type:
-            headers = _rewritten_body_headers(response, (b"content-type", b"cache-control"))
+            headers = response_headers_without(response.headers, _EVENT_STREAM_DROP)
             return EventStreamWriter(
                 send,
                 with_request_id([*SSE_HEADERS, *headers], req.request_id),
@@ -121,7 +126,7 @@ class ExchangeHandler:
                 loop_in_stream=req.codec.loop_in_stream,
             )
         if "json" in content_type or not content_type:
-            headers = _rewritten_body_headers(response, (b"content-type",))
+            headers = response_headers_without(response.headers, _MESSAGE_DROP)
             return MessageWriter(
                 send, response.status_code, with_request_id(headers, req.request_id)
             )
@@ -311,11 +316,7 @@ async def _drain(chunks: AsyncGenerator[bytes, None]) -> None:
         return  # the response is closed unread, and so is its connection
 
 
-def _rewritten_body_headers(
-    response: UpstreamResponse, replaced: tuple[bytes, ...]
-) -> list[tuple[bytes, bytes]]:
-    """The upstream's headers for a body the proxy re-encodes: it is sent decoded, so its
-    content-encoding goes, and so do the headers the proxy sets itself (`replaced`)."""
-    drop = (b"content-encoding", *replaced)
-    headers = client_response_headers(response.headers, keep_length=False)
-    return [h for h in headers if h[0].lower() not in drop]
+# The upstream's headers for a body the proxy re-encodes: it is sent decoded, so its
+# content-encoding goes, and so do the headers the proxy sets itself.
+_EVENT_STREAM_DROP = RESPONSE_DROP | {b"content-encoding", b"content-type", b"cache-control"}
+_MESSAGE_DROP = RESPONSE_DROP | {b"content-encoding", b"content-type"}

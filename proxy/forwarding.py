@@ -50,16 +50,19 @@ async def passthrough(
 
 
 async def until_disconnect(
-    work: Any, receive: Receive, log: RequestLog, progress: ResponseProgress
+    work: Any,
+    receive: Receive,
+    log: RequestLog,
+    progress: ResponseProgress,
+    task: asyncio.Task[Any] | None,
 ) -> int:
     """Run `work`, cancelling it (and so the upstream request) the moment the client leaves.
 
     uvicorn does not fail `send()` after a disconnect, so only `receive()` tells us. Once
     the response is complete, uvicorn's `receive()` answers `http.disconnect` at once:
     that is no client leaving, and the work (reading the rest of an upstream body whose
-    `[DONE]` already went out) goes on.
+    `[DONE]` already went out) goes on. `task` is the one running this.
     """
-    task = asyncio.current_task()
     assert task is not None
     watch = _DisconnectWatch(receive, task, progress)
     try:

@@ -85,7 +85,6 @@ class _Connection(asyncio.Protocol):
         self.headers: list[tuple[bytes, bytes]] = []
         self.chunks.clear()
         self.unread = 0  # bytes received since the body was last read (framing included)
-        self._delimited = False  # Content-Length or chunked: EOF before the end is an error
         self._interim = False
 
     # -- asyncio.Protocol ------------------------------------------------------------------
@@ -125,7 +124,7 @@ class _Connection(asyncio.Protocol):
                         "Server disconnected without sending a response."
                     )
                 )
-            elif exc is None and not self._delimited:
+            elif exc is None and not _delimited(self.headers):
                 self.complete = True  # a body delimited by the end of the connection
             else:
                 self.error = (
@@ -152,12 +151,6 @@ class _Connection(asyncio.Protocol):
             return
         self.status = status
         self.head_done = True
-        for name, value in self.headers:
-            lowered = name.lower()
-            if lowered == b"content-length" or (
-                lowered == b"transfer-encoding" and b"chunked" in value.lower()
-            ):
-                self._delimited = True
         if self.head_only:
             # httptools cannot be told the response answers a HEAD: finish here and never
             # reuse the connection, whose parser now expects a body that will not come.
@@ -242,6 +235,18 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         if self.transport is not None:
             self.transport.abort()
+
+
+def _delimited(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Content-Length or chunked: the end of the connection before the body's is an error.
+    Asked only when a connection ends mid-body (scanning every head cost ~65 opcodes)."""
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered == b"content-length" or (
+            lowered == b"transfer-encoding" and b"chunked" in value.lower()
+        ):
+            return True
+    return False
 
 
 def _expire(waiter: asyncio.Future[None], what: str) -> None:

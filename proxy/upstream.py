@@ -125,21 +125,50 @@ def client_response_headers(
     """The upstream's response headers (raw, as received) as the client should see them
     (names lowercased). Works on the raw bytes: no decoding and encoding back of every header.
     """
-    headers = [(name.lower(), value) for name, value in upstream]
-    drop = RESPONSE_DROP | _connection_tokens(headers)
-    if keep_length:
-        drop = drop - {b"content-length"}
-    return [(name, value) for name, value in headers if name not in drop]
+    return response_headers_without(upstream, _KEEP_LENGTH_DROP if keep_length else RESPONSE_DROP)
 
 
-@functools.lru_cache(maxsize=256)  # routes are few and immutable; one Timeout each
+def response_headers_without(
+    upstream: list[tuple[bytes, bytes]], drop: frozenset[bytes]
+) -> list[tuple[bytes, bytes]]:
+    """`client_response_headers` with the names to drop given (RESPONSE_DROP and any the
+    caller sets itself), and the names a Connection header lists; names lowercased."""
+    headers: list[tuple[bytes, bytes]] = []
+    connection = False
+    for name, value in upstream:
+        name = name.lower()
+        if name not in drop:
+            headers.append((name, value))
+        elif name == b"connection":
+            connection = True
+    if connection:
+        tokens = _connection_tokens(upstream)
+        headers = [(name, value) for name, value in headers if name not in tokens]
+    return headers
+
+
+_KEEP_LENGTH_DROP = RESPONSE_DROP - {b"content-length"}
+
+
 def timeouts(route: Route) -> httpx.Timeout:
-    return httpx.Timeout(
+    """The route's timeouts, built once per route (routes are few and immutable). Kept by
+    identity: hashing a Route's fields per request cost more than the lookup saves."""
+    cached = _TIMEOUTS.get(id(route))
+    if cached is not None and cached[0] is route:
+        return cached[1]
+    if len(_TIMEOUTS) >= MAX_CACHED_URLS:
+        _TIMEOUTS.clear()
+    timeout = httpx.Timeout(
         connect=route.connect_timeout,
         read=route.read_timeout,
         write=route.read_timeout,
         pool=route.connect_timeout,
     )
+    _TIMEOUTS[id(route)] = (route, timeout)
+    return timeout
+
+
+_TIMEOUTS: dict[int, tuple[Route, httpx.Timeout]] = {}
 
 
 # Characters httpx refuses in a URL (it raises InvalidURL, which is no transport error).

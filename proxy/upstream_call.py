@@ -44,10 +44,11 @@ class UpstreamResponse:
 
     def header(self, name: bytes) -> bytes | None:
         """A header's value (`name` lowercase), several joined by ", " as httpx's `get` does."""
-        values = [value for key, value in self.headers if key.lower() == name]
-        if not values:
-            return None
-        return values[0] if len(values) == 1 else b", ".join(values)
+        found = None
+        for key, value in self.headers:  # a loop, not a list: this runs twice per response
+            if key.lower() == name:
+                found = value if found is None else found + b", " + value
+        return found
 
     def content_type(self) -> str:
         return (self.header(b"content-type") or b"").decode("latin-1")
