@@ -12,6 +12,7 @@ import asyncio
 import gc
 import hmac
 import os
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -252,14 +253,16 @@ class ProxyApp:
         render = call.codec.error_response if call.codec is not None else openai_error_response
         return await send_refusal(call.send, exc, call.request_id, call.request_body, render)
 
-    async def _forward(
+    def _forward(
         self,
         call: _Call,
         route: Route,
         raw: bytes,
         body: dict[str, Any] | None,
         log: RequestLog,
-    ) -> int:
+    ) -> Coroutine[Any, Any, int]:
+        """The work that serves the request, to await (a plain function: one frame less);
+        a request it cannot be built for raises here."""
         scope = call.scope
         strip_auth = bool(self.settings.proxy_keys) and header(scope, PROXY_KEY_HEADER) is None
         headers = upstream_request_headers(
@@ -277,8 +280,8 @@ class ProxyApp:
         url = upstream_url(route, call.rest, scope.get("query_string", b""))
         if body is not None and call.codec is not None:
             request = ExchangeRequest(call.codec, route, url, headers, call.request_id, log)
-            return await self.exchanges.handle(request, call.send, raw, body)
-        return await passthrough(
+            return self.exchanges.handle(request, call.send, raw, body)
+        return passthrough(
             self.client, self.metrics, scope, call.send, route, url, headers, raw, log
         )
 

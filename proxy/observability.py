@@ -239,10 +239,15 @@ class JsonLineHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
     def write_info(self, msg: str, fields: dict[str, Any]) -> None:
         entry = {"ts": round(time.time(), 3), "level": "info", "msg": msg, **fields}
-        line = orjson.dumps(entry, default=str).decode() + self.terminator
+        if self.terminator == "\n":  # orjson ends the line: no second copy of it
+            line = orjson.dumps(entry, default=str, option=orjson.OPT_APPEND_NEWLINE).decode()
+        else:
+            line = orjson.dumps(entry, default=str).decode() + self.terminator
+        stream = self.stream
         with self.lock:  # type: ignore[union-attr]  # created by Handler.__init__
-            self.stream.write(line)
-            self.flush()
+            stream.write(line)
+            if hasattr(stream, "flush"):  # StreamHandler.flush, without its second locking
+                stream.flush()
 
 
 def _sole_handler() -> JsonLineHandler | None:
@@ -358,9 +363,10 @@ class RequestLog:
         if self.ended is None:
             self.ended = time.perf_counter()
 
-    def finish(self, status: int, **extra: Any) -> float:
+    def finish(self, status: int, stream: bool | None = None) -> float:
         duration = (self.ended or time.perf_counter()) - self.started
-        self.fields.update(extra)
+        if stream is not None:
+            self.fields["stream"] = stream
         self.fields["status"] = status
         self.fields["duration_ms"] = round(duration * 1000, 3)
         if self.ttfb is not None:

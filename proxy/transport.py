@@ -397,7 +397,7 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
         idle = self._idle.get(key)
         if not idle:
             return None
-        now = asyncio.get_running_loop().time()
+        now = idle[-1].loop.time()
         while idle:
             conn = idle.pop()
             alive = not conn.closed and not (conn.transport is None or conn.transport.is_closing())
@@ -437,7 +437,9 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
         reusable = conn.complete and conn.keep_alive and conn.error is None and not conn.closed
         if reusable and conn.transport is not None and not conn.transport.is_closing():
             conn.active = False
-            idle = self._idle.setdefault(conn.key, [])
+            idle = self._idle.get(conn.key)
+            if idle is None:
+                idle = self._idle[conn.key] = []
             if len(idle) < self._max_idle:
                 conn.idle_since = conn.loop.time()
                 idle.append(conn)
