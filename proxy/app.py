@@ -147,7 +147,8 @@ class ProxyApp:
             root = scope.get("root_path", "") + SIMULATOR_MOUNT
             await self._simulator(dict(scope, root_path=root), receive, send)
             return
-        request_id = _request_id(scope)
+        given_id, declared = _request_id_and_length(scope["headers"])
+        request_id = _request_id(given_id)
         request_body = RequestBody(receive, scope)
         prefix, rest = self._split(path)
         codec = codec_for(scope["method"], rest) if rest is not None else None
@@ -162,7 +163,7 @@ class ProxyApp:
             render = codec.error_response if codec is not None else openai_error_response
             await send_refusal(send, exc, request_id, request_body, render)
             return
-        call = _Call(scope, request_body, receive, send, prefix, rest, request_id, codec)
+        call = _Call(scope, request_body, receive, send, prefix, rest, request_id, codec, declared)
         await self._serve(call)
 
     def _split(self, path: str) -> tuple[str, str | None]:
@@ -232,7 +233,7 @@ class ProxyApp:
     async def _read(self, call: _Call) -> tuple[Route, bytes, dict[str, Any] | None]:
         """The request's body (parsed, for a repaired surface) and the route that serves it."""
         limit = self.settings.max_body_bytes
-        declared = header(call.scope, b"content-length")
+        declared = call.declared_length
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise RequestTooLarge(f"request body exceeds the limit of {limit} bytes")
         raw = await call.request_body.read(limit)
@@ -298,11 +299,25 @@ class _Call:
     rest: str  # the path under the base: `/chat/completions`
     request_id: str
     codec: SurfaceCodec | None  # the repaired surface that serves it; None: passed through
+    declared_length: bytes | None  # its Content-Length header
     stream: bool = False
 
 
-def _request_id(scope: Scope) -> str:
-    given = header(scope, b"x-request-id")
+def _request_id_and_length(headers: list[tuple[bytes, bytes]]) -> tuple[bytes | None, bytes | None]:
+    """The first X-Request-Id and Content-Length headers, in one pass over the head rather
+    than one each."""
+    given = length = None
+    for name, value in headers:
+        name = name.lower()
+        if name == b"x-request-id":
+            if given is None:
+                given = bytes(value)
+        elif name == b"content-length" and length is None:
+            length = bytes(value)
+    return given, length
+
+
+def _request_id(given: bytes | None) -> str:
     if given:
         text = given.decode("latin-1")
         if len(text) <= 128 and set(text) <= _REQUEST_ID_OK:

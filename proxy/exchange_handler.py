@@ -87,12 +87,11 @@ class ExchangeHandler:
     ) -> int:
         """Serve one request of a repaired surface; returns the status sent to the client."""
         exchange = req.codec.new_exchange(body, raw, self._rules_for(req.route), os.urandom)
-        req.log.fields.update(
-            surface=req.codec.surface.label,
-            model=body.get("model"),
-            stream=body.get("stream") is True,
-            dialect=exchange.facts.dialect,
-        )
+        fields = req.log.fields  # set one by one: update(**) would build a dict to copy
+        fields["surface"] = req.codec.surface.label
+        fields["model"] = body.get("model")
+        fields["stream"] = body.get("stream") is True
+        fields["dialect"] = exchange.facts.dialect
         response = await self._open(req, exchange.upstream_request)
         try:
             writer = self._writer(req, send, response, exchange)

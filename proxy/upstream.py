@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from operator import itemgetter
 from types import TracebackType
 from typing import Any
@@ -337,17 +337,19 @@ class UpstreamClient(httpx.AsyncClient):
         request.read()
         return request
 
-    async def open_raw(
+    def open_raw(
         self,
         method: str,
         url: str,
         headers: list[tuple[bytes, bytes]],
         content: bytes,
         timeout: httpx.Timeout,
-    ) -> RawResponse | None:
+    ) -> Coroutine[Any, Any, RawResponse] | None:
         """Send the request httpx would build (`request_headers`) over HttptoolsTransport,
         without httpx's objects; None when that does not apply (another transport, or a URL
-        with credentials, which httpx's auth layer turns into a header): use `send` then."""
+        with credentials, which httpx's auth layer turns into a header): use `send` then.
+
+        Not a coroutine itself: it returns the transport's, to await (one frame less)."""
         transport = self._upstream
         if not isinstance(transport, HttptoolsTransport):
             return None
@@ -358,7 +360,7 @@ class UpstreamClient(httpx.AsyncClient):
             raise RuntimeError("Cannot send a request, as the client has been closed.")
         key, path, netloc = target
         merged = request_headers(self.headers.raw, headers, method, netloc, content)
-        return await transport.send_head(
+        return transport.send_head(
             key,
             request_head(method, path, merged),
             content,

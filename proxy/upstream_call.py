@@ -94,8 +94,9 @@ async def open_upstream(
     """Send the request; its answer once the head arrived. Failures are the proxy's errors."""
     with map_upstream_errors(streaming_body=False):
         if isinstance(client, UpstreamClient):
-            raw = await client.open_raw(method, url, headers, content or b"", timeout)
-            if raw is not None:
+            sending = client.open_raw(method, url, headers, content or b"", timeout)
+            if sending is not None:
+                raw = await sending
                 return UpstreamResponse(raw.status_code, raw.headers, stream=raw.stream)
         request = client.build_request(
             method, url, headers=headers, content=content, timeout=timeout
