@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from types import FrameType
 from typing import Any, Protocol, runtime_checkable
 
@@ -85,13 +85,15 @@ class ResponseProgress:
         self._headers: Any = ()
         self.finished = False
 
-    async def __call__(self, message: Message) -> None:
+    def __call__(self, message: Message) -> Awaitable[None]:
+        """Note the message, and hand back the wrapped `send`'s awaitable: not a coroutine of
+        its own, which would add a frame to every message sent."""
         if message["type"] == "http.response.start":
             self.status = int(message["status"])
             self._headers = message.get("headers", ())
         elif not message.get("more_body", False):
             self.finished = True
-        await self._send(message)
+        return self._send(message)
 
     @property
     def event_stream(self) -> bool:

@@ -323,7 +323,7 @@ class UpstreamClient(httpx.AsyncClient):
         address: str = url  # type: ignore[assignment]  # a str: _OWN_SHAPES says so
         parsed = self._urls.get(address) or self._parsed_url(address)
         body = content or b""
-        merged = request_headers(self.headers.raw, headers or [], method, parsed.netloc, body)
+        merged = request_headers(self._defaults(), headers or [], method, parsed.netloc, body)
         chosen = self.timeout if timeout is httpx.USE_CLIENT_DEFAULT else timeout
         if not isinstance(chosen, httpx.Timeout):
             chosen = httpx.Timeout(chosen)
@@ -359,7 +359,7 @@ class UpstreamClient(httpx.AsyncClient):
         if self.is_closed:
             raise RuntimeError("Cannot send a request, as the client has been closed.")
         key, path, netloc = target
-        merged = request_headers(self.headers.raw, headers, method, netloc, content)
+        merged = request_headers(self._defaults(), headers, method, netloc, content)
         return transport.send_head(
             key,
             request_head(method, path, merged),
@@ -367,6 +367,12 @@ class UpstreamClient(httpx.AsyncClient):
             connect_timeout=timeout.connect,
             read_timeout=timeout.read,
         )
+
+    def _defaults(self) -> list[tuple[bytes, bytes, bytes]]:
+        """The client's default headers as httpx keeps them: (name, lowercased name, value).
+        Private to httpx (pinned, see request_headers), read because `headers.raw` builds a
+        new list on every access and the names would be lowercased again."""
+        return self.headers._list
 
     def _target(self, url: str) -> _Target | None:
         parsed = self._urls.get(url) or self._parsed_url(url)
@@ -435,7 +441,7 @@ _OWN_SHAPES = frozenset(
 
 
 def request_headers(
-    defaults: list[tuple[bytes, bytes]],
+    defaults: list[tuple[bytes, bytes, bytes]],
     given: list[tuple[Any, Any]],
     method: str,
     netloc: bytes,
@@ -456,8 +462,7 @@ def request_headers(
             (name.encode("latin-1") if isinstance(name, str) else name).lower() for name, _ in given
         }
     merged: list[tuple[Any, Any]] = []
-    for name, value in defaults:
-        lowered = name.lower()
+    for name, lowered, value in defaults:  # (name, lowercased name, value), as httpx keeps them
         if lowered not in names:
             merged.append((name, value))
             names.add(lowered)
