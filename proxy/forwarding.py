@@ -8,8 +8,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
-from typing import Any, cast
+from collections.abc import Awaitable, Coroutine
+from types import CoroutineType
+from typing import Any
 
 import httpx
 
@@ -97,9 +98,7 @@ class _DisconnectWatch:
         self.left = False  # the client went away: `task` was cancelled for that
         self._waited: asyncio.Future[Any] | None = None
         self._handle: asyncio.Handle | None = None
-        self._coro: Coroutine[Any, Any, Message] | None = cast(
-            Coroutine[Any, Any, Message], receive()
-        )
+        self._coro: Coroutine[Any, Any, Message] | None = _receiving(receive)
         self._step()
 
     def _step(self, _: object = None) -> None:
@@ -115,7 +114,7 @@ class _DisconnectWatch:
                         self.left = True
                         self._task.cancel()
                     return
-                coro = self._coro = cast(Coroutine[Any, Any, Message], self._receive())
+                coro = self._coro = _receiving(self._receive)
                 continue
             except Exception:  # receive() failed: there is nothing more to watch
                 self._coro = None
@@ -137,3 +136,15 @@ class _DisconnectWatch:
         if self._coro is not None:
             self._coro.close()
             self._coro = None
+
+
+def _receiving(receive: Receive) -> Coroutine[Any, Any, Message]:
+    """`receive()` as a coroutine to step (a server's receive may return another awaitable)."""
+    awaitable = receive()
+    if type(awaitable) is CoroutineType:
+        return awaitable  # type: ignore[return-value]  # mypy cannot narrow on type(x) is
+    return _awaiting(awaitable)
+
+
+async def _awaiting(awaitable: Awaitable[Message]) -> Message:
+    return await awaitable
