@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from types import AsyncGeneratorType
 from typing import Any, assert_never
 
 import httpx
@@ -37,10 +38,11 @@ from proxy.surface_codec import Exchange, SurfaceCodec
 from proxy.upstream import (
     RESPONSE_DROP,
     client_response_headers,
+    map_upstream_errors,
     response_headers_without,
     timeouts,
 )
-from proxy.upstream_call import UpstreamResponse, iter_body, open_upstream, relay
+from proxy.upstream_call import UpstreamResponse, open_upstream, relay
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -219,19 +221,26 @@ class ExchangeHandler:
         writer: ClientWriter,
         response: UpstreamResponse,
     ) -> OpenFollowup | None:
-        """One upstream body through the exchange; the follow-up it asks for, if any."""
-        chunks = iter_body(response, decoded=True)
+        """One upstream body through the exchange; the follow-up it asks for, if any.
+
+        The body's source is read here, under the upstream error mapping, rather than through
+        `iter_body`: an async generator more per round cost a hook call and an entry in the
+        loop's WeakSet of them, and a generator step per read (the exchange's errors and the
+        writer's are no httpx errors, so the mapping leaves them alone)."""
+        chunks = response.chunks(decoded=True).__aiter__()
         try:
-            async for chunk in chunks:
-                events = exchange.feed(chunk)
-                if not events:
-                    continue
-                if len(events) == 1 and type(first := events[0]) is bytes:
-                    await writer.write(first)  # the hot path: a stream goes on
-                    continue
-                if (step := await self._act(req, writer, events)) is not None:
-                    await _drain(chunks)  # the rest is not needed; read it for the pool
-                    return step if isinstance(step, OpenFollowup) else None
+            with map_upstream_errors(streaming_body=True):
+                async for chunk in chunks:
+                    events = exchange.feed(chunk) if chunk else None
+                    if not events:
+                        continue
+                    if len(events) == 1 and type(first := events[0]) is bytes:
+                        await writer.write(first)  # the hot path: a stream goes on
+                        continue
+                    if (step := await self._act(req, writer, events)) is not None:
+                        await _drain(chunks)  # the rest is not needed; read it for the pool
+                        return step if isinstance(step, OpenFollowup) else None
+                await response.aclose()  # the body ended: its connection goes back now
             step = await self._act(req, writer, exchange.end())
             return step if isinstance(step, OpenFollowup) else None
         except SSEFramingError as exc:
@@ -251,7 +260,8 @@ class ExchangeHandler:
                 ),
             )
         finally:
-            await chunks.aclose()
+            if isinstance(chunks, AsyncGeneratorType):
+                await chunks.aclose()
         return None
 
     async def _act(
@@ -303,14 +313,15 @@ DRAIN_BYTES = 64 * 1024
 DRAIN_SECONDS = 2.0
 
 
-async def _drain(chunks: AsyncGenerator[bytes, None]) -> None:
+async def _drain(chunks: AsyncIterator[bytes]) -> None:
     drained = 0
     try:
         async with asyncio.timeout(DRAIN_SECONDS):
-            async for chunk in chunks:
-                drained += len(chunk)
-                if drained > DRAIN_BYTES:
-                    return
+            with map_upstream_errors(streaming_body=True):
+                async for chunk in chunks:
+                    drained += len(chunk)
+                    if drained > DRAIN_BYTES:
+                        return
     except (TimeoutError, ProxyError):
         return  # the response is closed unread, and so is its connection
 
