@@ -297,6 +297,7 @@ class UpstreamClient(httpx.AsyncClient):
         self._upstream = transport
         self._urls: dict[str, httpx.URL] = {}
         self._targets: dict[str, _Target | None] = {}
+        self._plans: dict[tuple[tuple[bytes, ...], str, bool], _MergePlan] = {}
 
     @property  # type: ignore[override]
     def cookies(self) -> httpx.Cookies:
@@ -359,7 +360,7 @@ class UpstreamClient(httpx.AsyncClient):
         if self.is_closed:
             raise RuntimeError("Cannot send a request, as the client has been closed.")
         key, path, netloc = target
-        merged = request_headers(self._defaults(), headers, method, netloc, content)
+        merged = self._merged(headers, method, netloc, content)
         return transport.send_head(
             key,
             request_head(method, path, merged),
@@ -367,6 +368,21 @@ class UpstreamClient(httpx.AsyncClient):
             connect_timeout=timeout.connect,
             read_timeout=timeout.read,
         )
+
+    def _merged(
+        self, given: list[tuple[bytes, bytes]], method: str, netloc: bytes, body: bytes
+    ) -> list[tuple[Any, Any]]:
+        """`request_headers`, from a plan kept per shape of call: the given header names, the
+        method and whether there is a body. A client sends the same header names every time,
+        and planning each request was most of the merge's cost."""
+        defaults = self._defaults()
+        shape = (tuple(map(itemgetter(0), given)), method, not body)
+        plan = self._plans.get(shape)
+        if plan is None or plan.defaults != defaults:  # new, or the client's headers changed
+            if len(self._plans) >= MAX_CACHED_URLS:
+                self._plans.clear()
+            plan = self._plans[shape] = _MergePlan(defaults, given, method, bool(body))
+        return plan.apply(given, netloc, body)
 
     def _defaults(self) -> list[tuple[bytes, bytes, bytes]]:
         """The client's default headers as httpx keeps them: (name, lowercased name, value).
@@ -455,26 +471,56 @@ def request_headers(
     defaults the caller did not override, the caller's headers, Host first and the body's
     length last (`Content-Length: 0` second, for a body method without one).
     """
-    try:  # the proxy's own calls: names as bytes, lowered in C (a third of this function)
-        names = set(map(bytes.lower, map(itemgetter(0), given)))
-    except TypeError:
-        names = {
-            (name.encode("latin-1") if isinstance(name, str) else name).lower() for name, _ in given
-        }
-    merged: list[tuple[Any, Any]] = []
-    for name, lowered, value in defaults:  # (name, lowercased name, value), as httpx keeps them
-        if lowered not in names:
-            merged.append((name, value))
-            names.add(lowered)
-    merged.extend(given)
-    if b"content-length" not in names:
-        if body:
+    return _MergePlan(defaults, given, method, bool(body)).apply(given, netloc, body)
+
+
+class _MergePlan:
+    """What `request_headers` puts around the given headers, for one shape of call (the given
+    names, the method, whether there is a body): UpstreamClient keeps one per shape."""
+
+    __slots__ = ("defaults", "empty_length", "host", "kept", "length")
+
+    def __init__(
+        self,
+        defaults: list[tuple[bytes, bytes, bytes]],
+        given: list[tuple[Any, Any]],
+        method: str,
+        body: bool,
+    ) -> None:
+        self.defaults = list(defaults)  # a copy: httpx changes its own list in place
+        try:  # the proxy's own calls: names as bytes, lowered in C
+            names = set(map(bytes.lower, map(itemgetter(0), given)))
+        except TypeError:
+            names = {
+                (name.encode("latin-1") if isinstance(name, str) else name).lower()
+                for name, _ in given
+            }
+        self.kept: list[tuple[bytes, bytes]] = []
+        for name, lowered, value in defaults:  # (name, lowercased name, value), as httpx's
+            if lowered not in names:
+                self.kept.append((name, value))
+                names.add(lowered)
+        sized = b"content-length" in names
+        self.length = not sized and body
+        self.empty_length = (
+            not sized
+            and not body
+            and b"transfer-encoding" not in names
+            and method.upper() in _BODY_METHODS
+        )
+        self.host = b"host" not in names
+
+    def apply(
+        self, given: list[tuple[Any, Any]], netloc: bytes, body: bytes
+    ) -> list[tuple[Any, Any]]:
+        merged: list[tuple[Any, Any]] = [(b"Host", netloc)] if self.host else []
+        if self.empty_length:
+            merged.append((b"Content-Length", b"0"))
+        merged += self.kept
+        merged += given
+        if self.length:
             merged.append((b"Content-Length", str(len(body)).encode()))
-        elif b"transfer-encoding" not in names and method.upper() in _BODY_METHODS:
-            merged.insert(0, (b"Content-Length", b"0"))
-    if b"host" not in names:
-        merged.insert(0, (b"Host", netloc))
-    return merged
+        return merged
 
 
 _NO_COOKIES = _NoCookies()
