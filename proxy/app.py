@@ -12,7 +12,7 @@ import asyncio
 import gc
 import hmac
 import os
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,29 +124,27 @@ class ProxyApp:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
-    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def _http(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[object]:
+        """What serves the request, to await: not a coroutine itself, which would add a frame
+        to every request (the app's own `__call__` stays one, as ASGI servers detect)."""
         path: str = scope["path"]
         if path == "/healthz":
-            await send_json(send, 200, {"status": "ok"})
-            return
+            return send_json(send, 200, {"status": "ok"})
         if path == "/readyz":
             ok = self.ready and not self.draining
-            await send_json(send, 200 if ok else 503, {"status": "ready" if ok else "not ready"})
-            return
+            return send_json(send, 200 if ok else 503, {"status": "ready" if ok else "not ready"})
         if path == "/metrics":
-            await send_bytes(
+            return send_bytes(
                 send,
                 200,
                 self.metrics.render(),
                 [(b"content-type", b"text/plain; version=0.0.4; charset=utf-8")],
             )
-            return
         if self._simulator is not None and path.startswith(SIMULATOR_MOUNT + "/"):
             # Mounted the ASGI way: the full path, and the mount point as root_path (so the
             # simulator's /docs page links its /_simulator/openapi.json).
             root = scope.get("root_path", "") + SIMULATOR_MOUNT
-            await self._simulator(dict(scope, root_path=root), receive, send)
-            return
+            return self._simulator(dict(scope, root_path=root), receive, send)
         given_id, declared = _request_id_and_length(scope["headers"])
         request_id = _request_id(given_id)
         request_body = RequestBody(receive, scope)
@@ -161,10 +159,9 @@ class ProxyApp:
             self._authorize(scope)
         except ProxyError as exc:
             render = codec.error_response if codec is not None else openai_error_response
-            await send_refusal(send, exc, request_id, request_body, render)
-            return
+            return send_refusal(send, exc, request_id, request_body, render)
         call = _Call(scope, request_body, receive, send, prefix, rest, request_id, codec, declared)
-        await self._serve(call)
+        return self._serve(call)
 
     def _split(self, path: str) -> tuple[str, str | None]:
         """`/v1/x` -> ("", "/x"); `/kimi/v1/x` -> ("/kimi", "/x") for a route prefix."""
