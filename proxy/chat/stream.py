@@ -32,7 +32,7 @@ from proxy.chat.calls import CallSlot
 from proxy.chat.choices import Choices
 from proxy.chat.continuation import Carry, Continuation, FollowupNeeded, RoundContent, add_usage
 from proxy.chat.head import HeadGate, shows_nothing
-from proxy.chat.sse_scan import CONTENT, MARKUP, PLAIN, USAGE, scan
+from proxy.chat.sse_scan import CONTENT, MARKUP, PLAIN, USAGE, run_end, scan
 from proxy.core.decide import ResponseIds
 from proxy.core.jsoncomplete import is_complete_json
 from proxy.core.notes import DeltaRepaired, Note
@@ -214,21 +214,8 @@ class StreamSanitizer:
         return out
 
     def _forwardable_run(self, data: bytes, pos: int) -> int:
-        """Where the run of events from `pos` that the rule forwards ends (`pos`: none). The
-        run is found by doubling (one event, two, four, ...): at least half of it, so the
-        caller asks again for the rest; every event in the run is scanned a few times at most.
-        """
-        size = len(data)
-        end = data.find(b"\n\n", pos) + 2
-        ok = pos
-        while self._forwardable(data[pos:end]):
-            ok = end
-            if end == size:
-                break
-            end = data.find(b"\n\n", pos + 2 * (end - pos) - 2) + 2
-            if end == 1:  # no blank line further on: up to the end of the read
-                end = size
-        return ok
+        """Where the run of events from `pos` that the rule forwards ends (`pos`: none)."""
+        return run_end(data, pos, self._want_now())
 
     def _first_read(self, data: bytes) -> list[bytes]:
         """The first chunk is always parsed (it names the response); the events after it in
@@ -247,10 +234,13 @@ class StreamSanitizer:
         that may have to wait, and with text tool calls no markup that may start a call, or
         no content at all while a scanner must see all of it (`sse_scan`). Only asked once
         `_hot` holds."""
+        return scan(framed, self._want_now()) == PLAIN
+
+    def _want_now(self) -> int:
         want = self._want
         if self._text_calls:
             want |= CONTENT if self._choices.holding_text() else MARKUP
-        return scan(framed, want) == PLAIN
+        return want
 
     def _handle(self, events: list[SSEEvent], refused: bytes | None) -> list[bytes]:
         """`refused`: the read these events came from, when the rule refused it whole."""
