@@ -38,8 +38,8 @@ from proxy.surface_codec import Exchange, SurfaceCodec
 from proxy.upstream import (
     RESPONSE_DROP,
     client_response_headers,
+    headers_without,
     map_upstream_errors,
-    response_headers_without,
     timeouts,
 )
 from proxy.upstream_call import UpstreamResponse, open_upstream, relay
@@ -119,7 +119,7 @@ class ExchangeHandler:
             return None
         content_type = response.content_type()
         if "text/event-stream" in content_type:
-            headers = response_headers_without(response.headers, _EVENT_STREAM_DROP)
+            headers = headers_without(response.headers, _EVENT_STREAM_DROP)
             return EventStreamWriter(
                 send,
                 with_request_id([*SSE_HEADERS, *headers], req.request_id),
@@ -127,7 +127,7 @@ class ExchangeHandler:
                 loop_in_stream=req.codec.loop_in_stream,
             )
         if "json" in content_type or not content_type:
-            headers = response_headers_without(response.headers, _MESSAGE_DROP)
+            headers = headers_without(response.headers, _MESSAGE_DROP)
             return MessageWriter(
                 send, response.status_code, with_request_id(headers, req.request_id)
             )

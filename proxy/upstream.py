@@ -82,18 +82,7 @@ def upstream_request_headers(
     """
     upstream_key = route.upstream_key
     drop = _dropped(credential[0], strip_authorization, bool(upstream_key), identity_encoding)
-    # One pass; a Connection header (hop-by-hop itself) names more to drop, after it.
-    headers: list[tuple[bytes, bytes]] = []
-    connection = False
-    for name, value in client_headers:
-        name = name.lower()
-        if name not in drop:
-            headers.append((name, value))
-        elif name == b"connection":
-            connection = True
-    if connection:
-        tokens = _connection_tokens(client_headers)
-        headers = [(name, value) for name, value in headers if name not in tokens]
+    headers = headers_without(client_headers, drop)
     if upstream_key:
         headers.append((credential[0], credential[1] + upstream_key.encode("latin-1")))
     if identity_encoding:
@@ -125,24 +114,25 @@ def client_response_headers(
     """The upstream's response headers (raw, as received) as the client should see them
     (names lowercased). Works on the raw bytes: no decoding and encoding back of every header.
     """
-    return response_headers_without(upstream, _KEEP_LENGTH_DROP if keep_length else RESPONSE_DROP)
+    return headers_without(upstream, _KEEP_LENGTH_DROP if keep_length else RESPONSE_DROP)
 
 
-def response_headers_without(
-    upstream: list[tuple[bytes, bytes]], drop: frozenset[bytes]
+def headers_without(
+    given: list[tuple[bytes, bytes]], drop: frozenset[bytes]
 ) -> list[tuple[bytes, bytes]]:
-    """`client_response_headers` with the names to drop given (RESPONSE_DROP and any the
-    caller sets itself), and the names a Connection header lists; names lowercased."""
+    """`given` without the names in `drop` (REQUEST_DROP or RESPONSE_DROP and any the caller
+    sets itself) and those a Connection header lists; names lowercased. One pass: a
+    Connection header (hop-by-hop itself) names more to drop, after it."""
     headers: list[tuple[bytes, bytes]] = []
     connection = False
-    for name, value in upstream:
+    for name, value in given:
         name = name.lower()
         if name not in drop:
             headers.append((name, value))
         elif name == b"connection":
             connection = True
     if connection:
-        tokens = _connection_tokens(upstream)
+        tokens = _connection_tokens(given)
         headers = [(name, value) for name, value in headers if name not in tokens]
     return headers
 
