@@ -83,10 +83,11 @@ class _DisconnectWatch:
 
     A watcher task per request cost 11K instructions more than this (of 531K for a small
     request, bench.inprocess --instructions): the task, its entry in asyncio's registry of
-    tasks (a WeakSet), its scheduling, and its cancellation at the end. Here the `receive()` coroutine is stepped by
-    hand from the done-callback of the future it waits on, as a task's step would: uvicorn's
-    `receive()` waits on an asyncio.Event, so that is one future per request, and stopping
-    the watch closes the coroutine (which takes its waiter off the event).
+    tasks (a WeakSet), its scheduling, and its cancellation at the end. Here the `receive()`
+    coroutine is stepped by hand from the done-callback of the future it waits on, as a
+    task's step would: uvicorn's `receive()` waits on an asyncio.Event, so that is one
+    future per request, and stopping the watch closes the coroutine (which takes its waiter
+    off the event).
     """
 
     __slots__ = ("_coro", "_handle", "_progress", "_receive", "_task", "_waited", "left")

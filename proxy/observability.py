@@ -194,7 +194,8 @@ class _Histogram(Collector):
         self._name = name
         self._documentation = documentation
         self._bounds = (*bounds, math.inf)
-        self._les = [floatToGoString(bound) for bound in self._bounds]  # type: ignore[no-untyped-call]
+        to_text = floatToGoString  # the `le` labels as prometheus_client writes them
+        self._les = [to_text(bound) for bound in self._bounds]  # type: ignore[no-untyped-call]
         self._counts = [0] * len(self._bounds)
         self._sum = 0.0
         self._created = time.time()
