@@ -12,6 +12,7 @@ import asyncio
 import gc
 import hmac
 import os
+from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,30 +124,29 @@ class ProxyApp:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
-    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def _http(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[object]:
+        """What serves the request, to await: not a coroutine itself, which would add a frame
+        to every request (the app's own `__call__` stays one, as ASGI servers detect)."""
         path: str = scope["path"]
         if path == "/healthz":
-            await send_json(send, 200, {"status": "ok"})
-            return
+            return send_json(send, 200, {"status": "ok"})
         if path == "/readyz":
             ok = self.ready and not self.draining
-            await send_json(send, 200 if ok else 503, {"status": "ready" if ok else "not ready"})
-            return
+            return send_json(send, 200 if ok else 503, {"status": "ready" if ok else "not ready"})
         if path == "/metrics":
-            await send_bytes(
+            return send_bytes(
                 send,
                 200,
                 self.metrics.render(),
                 [(b"content-type", b"text/plain; version=0.0.4; charset=utf-8")],
             )
-            return
         if self._simulator is not None and path.startswith(SIMULATOR_MOUNT + "/"):
             # Mounted the ASGI way: the full path, and the mount point as root_path (so the
             # simulator's /docs page links its /_simulator/openapi.json).
             root = scope.get("root_path", "") + SIMULATOR_MOUNT
-            await self._simulator(dict(scope, root_path=root), receive, send)
-            return
-        request_id = _request_id(scope)
+            return self._simulator(dict(scope, root_path=root), receive, send)
+        given_id, declared = _request_id_and_length(scope["headers"])
+        request_id = _request_id(given_id)
         request_body = RequestBody(receive, scope)
         prefix, rest = self._split(path)
         codec = codec_for(scope["method"], rest) if rest is not None else None
@@ -159,10 +159,9 @@ class ProxyApp:
             self._authorize(scope)
         except ProxyError as exc:
             render = codec.error_response if codec is not None else openai_error_response
-            await send_refusal(send, exc, request_id, request_body, render)
-            return
-        call = _Call(scope, request_body, receive, send, prefix, rest, request_id, codec)
-        await self._serve(call)
+            return send_refusal(send, exc, request_id, request_body, render)
+        call = _Call(scope, request_body, receive, send, prefix, rest, request_id, codec, declared)
+        return self._serve(call)
 
     def _split(self, path: str) -> tuple[str, str | None]:
         """`/v1/x` -> ("", "/x"); `/kimi/v1/x` -> ("/kimi", "/x") for a route prefix."""
@@ -206,7 +205,7 @@ class ProxyApp:
             log.fields["route"] = route.name
             call.stream = body is not None and body.get("stream") is True
             status = await until_disconnect(
-                self._forward(call, route, raw, body, log), call.receive, log, progress
+                self._forward(call, route, raw, body, log), call.receive, log, progress, task
             )
         except ClientDisconnected:
             status = 499
@@ -231,7 +230,7 @@ class ProxyApp:
     async def _read(self, call: _Call) -> tuple[Route, bytes, dict[str, Any] | None]:
         """The request's body (parsed, for a repaired surface) and the route that serves it."""
         limit = self.settings.max_body_bytes
-        declared = header(call.scope, b"content-length")
+        declared = call.declared_length
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise RequestTooLarge(f"request body exceeds the limit of {limit} bytes")
         raw = await call.request_body.read(limit)
@@ -252,14 +251,16 @@ class ProxyApp:
         render = call.codec.error_response if call.codec is not None else openai_error_response
         return await send_refusal(call.send, exc, call.request_id, call.request_body, render)
 
-    async def _forward(
+    def _forward(
         self,
         call: _Call,
         route: Route,
         raw: bytes,
         body: dict[str, Any] | None,
         log: RequestLog,
-    ) -> int:
+    ) -> Coroutine[Any, Any, int]:
+        """The work that serves the request, to await (a plain function: one frame less);
+        a request it cannot be built for raises here."""
         scope = call.scope
         strip_auth = bool(self.settings.proxy_keys) and header(scope, PROXY_KEY_HEADER) is None
         headers = upstream_request_headers(
@@ -277,8 +278,8 @@ class ProxyApp:
         url = upstream_url(route, call.rest, scope.get("query_string", b""))
         if body is not None and call.codec is not None:
             request = ExchangeRequest(call.codec, route, url, headers, call.request_id, log)
-            return await self.exchanges.handle(request, call.send, raw, body)
-        return await passthrough(
+            return self.exchanges.handle(request, call.send, raw, body)
+        return passthrough(
             self.client, self.metrics, scope, call.send, route, url, headers, raw, log
         )
 
@@ -295,11 +296,25 @@ class _Call:
     rest: str  # the path under the base: `/chat/completions`
     request_id: str
     codec: SurfaceCodec | None  # the repaired surface that serves it; None: passed through
+    declared_length: bytes | None  # its Content-Length header
     stream: bool = False
 
 
-def _request_id(scope: Scope) -> str:
-    given = header(scope, b"x-request-id")
+def _request_id_and_length(headers: list[tuple[bytes, bytes]]) -> tuple[bytes | None, bytes | None]:
+    """The first X-Request-Id and Content-Length headers, in one pass over the head rather
+    than one each."""
+    given = length = None
+    for name, value in headers:
+        name = name.lower()
+        if name == b"x-request-id":
+            if given is None:
+                given = bytes(value)
+        elif name == b"content-length" and length is None:
+            length = bytes(value)
+    return given, length
+
+
+def _request_id(given: bytes | None) -> str:
     if given:
         text = given.decode("latin-1")
         if len(text) <= 128 and set(text) <= _REQUEST_ID_OK:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from types import AsyncGeneratorType
 from typing import Any, assert_never
 
 import httpx
@@ -34,8 +35,14 @@ from proxy.exchange_report import ExchangeReporter
 from proxy.observability import LOGGER, Metrics, RequestLog
 from proxy.sse import SSEFramingError
 from proxy.surface_codec import Exchange, SurfaceCodec
-from proxy.upstream import client_response_headers, timeouts
-from proxy.upstream_call import UpstreamResponse, iter_body, open_upstream, relay
+from proxy.upstream import (
+    RESPONSE_DROP,
+    client_response_headers,
+    headers_without,
+    map_upstream_errors,
+    timeouts,
+)
+from proxy.upstream_call import UpstreamResponse, open_upstream, relay
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -82,12 +89,11 @@ class ExchangeHandler:
     ) -> int:
         """Serve one request of a repaired surface; returns the status sent to the client."""
         exchange = req.codec.new_exchange(body, raw, self._rules_for(req.route), os.urandom)
-        req.log.fields.update(
-            surface=req.codec.surface.label,
-            model=body.get("model"),
-            stream=body.get("stream") is True,
-            dialect=exchange.facts.dialect,
-        )
+        fields = req.log.fields  # set one by one: update(**) would build a dict to copy
+        fields["surface"] = req.codec.surface.label
+        fields["model"] = body.get("model")
+        fields["stream"] = body.get("stream") is True
+        fields["dialect"] = exchange.facts.dialect
         response = await self._open(req, exchange.upstream_request)
         try:
             writer = self._writer(req, send, response, exchange)
@@ -113,7 +119,7 @@ class ExchangeHandler:
             return None
         content_type = response.content_type()
         if "text/event-stream" in content_type:
-            headers = _rewritten_body_headers(response, (b"content-type", b"cache-control"))
+            headers = headers_without(response.headers, _EVENT_STREAM_DROP)
             return EventStreamWriter(
                 send,
                 with_request_id([*SSE_HEADERS, *headers], req.request_id),
@@ -121,7 +127,7 @@ class ExchangeHandler:
                 loop_in_stream=req.codec.loop_in_stream,
             )
         if "json" in content_type or not content_type:
-            headers = _rewritten_body_headers(response, (b"content-type",))
+            headers = headers_without(response.headers, _MESSAGE_DROP)
             return MessageWriter(
                 send, response.status_code, with_request_id(headers, req.request_id)
             )
@@ -215,19 +221,26 @@ class ExchangeHandler:
         writer: ClientWriter,
         response: UpstreamResponse,
     ) -> OpenFollowup | None:
-        """One upstream body through the exchange; the follow-up it asks for, if any."""
-        chunks = iter_body(response, decoded=True)
+        """One upstream body through the exchange; the follow-up it asks for, if any.
+
+        The body's source is read here, under the upstream error mapping, rather than through
+        `iter_body`: an async generator more per round cost a hook call and an entry in the
+        loop's WeakSet of them, and a generator step per read (the exchange's errors and the
+        writer's are no httpx errors, so the mapping leaves them alone)."""
+        chunks = response.chunks(decoded=True).__aiter__()
         try:
-            async for chunk in chunks:
-                events = exchange.feed(chunk)
-                if not events:
-                    continue
-                if len(events) == 1 and type(first := events[0]) is bytes:
-                    await writer.write(first)  # the hot path: a stream goes on
-                    continue
-                if (step := await self._act(req, writer, events)) is not None:
-                    await _drain(chunks)  # the rest is not needed; read it for the pool
-                    return step if isinstance(step, OpenFollowup) else None
+            with map_upstream_errors(streaming_body=True):
+                async for chunk in chunks:
+                    events = exchange.feed(chunk) if chunk else None
+                    if not events:
+                        continue
+                    if len(events) == 1 and type(first := events[0]) is bytes:
+                        await writer.write(first)  # the hot path: a stream goes on
+                        continue
+                    if (step := await self._act(req, writer, events)) is not None:
+                        await _drain(chunks)  # the rest is not needed; read it for the pool
+                        return step if isinstance(step, OpenFollowup) else None
+                await response.aclose()  # the body ended: its connection goes back now
             step = await self._act(req, writer, exchange.end())
             return step if isinstance(step, OpenFollowup) else None
         except SSEFramingError as exc:
@@ -247,7 +260,8 @@ class ExchangeHandler:
                 ),
             )
         finally:
-            await chunks.aclose()
+            if isinstance(chunks, AsyncGeneratorType):
+                await chunks.aclose()
         return None
 
     async def _act(
@@ -299,23 +313,20 @@ DRAIN_BYTES = 64 * 1024
 DRAIN_SECONDS = 2.0
 
 
-async def _drain(chunks: AsyncGenerator[bytes, None]) -> None:
+async def _drain(chunks: AsyncIterator[bytes]) -> None:
     drained = 0
     try:
         async with asyncio.timeout(DRAIN_SECONDS):
-            async for chunk in chunks:
-                drained += len(chunk)
-                if drained > DRAIN_BYTES:
-                    return
+            with map_upstream_errors(streaming_body=True):
+                async for chunk in chunks:
+                    drained += len(chunk)
+                    if drained > DRAIN_BYTES:
+                        return
     except (TimeoutError, ProxyError):
         return  # the response is closed unread, and so is its connection
 
 
-def _rewritten_body_headers(
-    response: UpstreamResponse, replaced: tuple[bytes, ...]
-) -> list[tuple[bytes, bytes]]:
-    """The upstream's headers for a body the proxy re-encodes: it is sent decoded, so its
-    content-encoding goes, and so do the headers the proxy sets itself (`replaced`)."""
-    drop = (b"content-encoding", *replaced)
-    headers = client_response_headers(response.headers, keep_length=False)
-    return [h for h in headers if h[0].lower() not in drop]
+# The upstream's headers for a body the proxy re-encodes: it is sent decoded, so its
+# content-encoding goes, and so do the headers the proxy sets itself.
+_EVENT_STREAM_DROP = RESPONSE_DROP | {b"content-encoding", b"content-type", b"cache-control"}
+_MESSAGE_DROP = RESPONSE_DROP | {b"content-encoding", b"content-type"}

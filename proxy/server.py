@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from types import FrameType
 from typing import Any, Protocol, runtime_checkable
 
@@ -77,24 +77,32 @@ class Drainable(Protocol):
 class ResponseProgress:
     """Wraps `send` to remember how far the response got: nothing, its head, or its end."""
 
-    __slots__ = ("_send", "event_stream", "finished", "status")
+    __slots__ = ("_headers", "_send", "finished", "status")
 
     def __init__(self, send: Send) -> None:
         self._send = send
         self.status: int | None = None
-        self.event_stream = False
+        self._headers: Any = ()
         self.finished = False
 
-    async def __call__(self, message: Message) -> None:
+    def __call__(self, message: Message) -> Awaitable[None]:
+        """Note the message, and hand back the wrapped `send`'s awaitable: not a coroutine of
+        its own, which would add a frame to every message sent."""
         if message["type"] == "http.response.start":
             self.status = int(message["status"])
-            self.event_stream = any(
-                name.lower() == b"content-type" and value.startswith(b"text/event-stream")
-                for name, value in message.get("headers", ())
-            )
+            self._headers = message.get("headers", ())
         elif not message.get("more_body", False):
             self.finished = True
-        await self._send(message)
+        return self._send(message)
+
+    @property
+    def event_stream(self) -> bool:
+        """Is the response an event stream? Asked only when a shutdown cuts it, so the head's
+        headers are looked at then, not on every response."""
+        return any(
+            name.lower() == b"content-type" and value.startswith(b"text/event-stream")
+            for name, value in self._headers
+        )
 
 
 async def end_for_shutdown(progress: ResponseProgress, request_id: str) -> int:

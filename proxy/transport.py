@@ -363,22 +363,18 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         try:
             url = request.url
-            key = origin(url.scheme, url.host, url.port)
-            body = await request.aread()
-            head = _request_head(request)
-            read_timeout = _timeout(request, "read")
-            conn = await self._roundtrip(
-                key,
-                head,
-                body,
-                head_only=request.method == "HEAD",
+            raw = await self.send_head(
+                origin(url.scheme, url.host, url.port),
+                _request_head(request),
+                await request.aread(),
                 connect_timeout=_timeout(request, "connect"),
-                read_timeout=read_timeout,
+                read_timeout=_timeout(request, "read"),
+                request=request,
             )
             return httpx.Response(
-                conn.status,
-                headers=conn.headers,
-                stream=_ResponseBody(self, conn, request, read_timeout),
+                raw.status_code,
+                headers=raw.headers,
+                stream=raw.stream,
                 extensions={"http_version": b"HTTP/1.1"},
             )
         except httpx.RequestError as exc:
@@ -393,32 +389,14 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
         *,
         connect_timeout: float | None,
         read_timeout: float | None,
+        request: httpx.Request | None = None,
     ) -> RawResponse:
-        """The request as prebuilt bytes (`request_head`), its response without httpx's
-        Request and Response objects: what the proxy's own calls use (about a fifth of a
-        small request's instructions went to building those objects and reading them back).
-        Raises the same httpx exceptions as `handle_async_request` (with no `.request`)."""
-        conn = await self._roundtrip(
-            key,
-            head,
-            body,
-            head_only=head.startswith(b"HEAD "),
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
-        )
-        return RawResponse(conn.status, conn.headers, _ResponseBody(self, conn, None, read_timeout))
-
-    async def _roundtrip(
-        self,
-        key: _Origin,
-        head: bytes,
-        body: bytes,
-        *,
-        head_only: bool,
-        connect_timeout: float | None,
-        read_timeout: float | None,
-    ) -> _Connection:
-        """Send the request; the connection once the response head arrived."""
+        """Send the request as prebuilt bytes (`request_head`); its response once the head
+        arrived, without httpx's Request and Response objects: what the proxy's own calls use
+        (about a fifth of a small request's instructions went to building those objects and
+        reading them back). Raises the same httpx exceptions as `handle_async_request`; the
+        body's failures name `request` when one is given."""
+        head_only = head.startswith(b"HEAD ")
         for attempt in (1, 2):
             conn = self._checkout(key) or await self._connect(key, connect_timeout)
             try:
@@ -438,14 +416,15 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
             except BaseException:
                 conn.abort()
                 raise
-            return conn
+            body_stream = _ResponseBody(self, conn, request, read_timeout)
+            return RawResponse(conn.status, conn.headers, body_stream)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _checkout(self, key: _Origin) -> _Connection | None:
         idle = self._idle.get(key)
         if not idle:
             return None
-        now = asyncio.get_running_loop().time()
+        now = idle[-1].loop.time()
         while idle:
             conn = idle.pop()
             alive = not conn.closed and not (conn.transport is None or conn.transport.is_closing())
@@ -485,7 +464,9 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
         reusable = conn.complete and conn.keep_alive and conn.error is None and not conn.closed
         if reusable and conn.transport is not None and not conn.transport.is_closing():
             conn.active = False
-            idle = self._idle.setdefault(conn.key, [])
+            idle = self._idle.get(conn.key)
+            if idle is None:
+                idle = self._idle[conn.key] = []
             if len(idle) < self._max_idle:
                 conn.idle_since = conn.loop.time()
                 idle.append(conn)

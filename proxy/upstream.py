@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
+from operator import itemgetter
 from types import TracebackType
 from typing import Any
 
@@ -79,22 +80,32 @@ def upstream_request_headers(
     uses (`credential`: header name and value prefix; `x-api-key` for Anthropic Messages).
     Kept as bytes from the ASGI scope to the wire: no decoding and encoding back per header.
     """
-    drop = REQUEST_DROP | _connection_tokens(client_headers)
     upstream_key = route.upstream_key
-    if strip_authorization:
-        drop = drop | {b"authorization"}
-    if upstream_key:
-        drop = drop | {b"authorization", credential[0]}
-    if identity_encoding:
-        drop = drop | {b"accept-encoding"}
-    headers = [(name.lower(), value) for name, value in client_headers]
-    headers = [(name, value) for name, value in headers if name not in drop]
+    drop = _dropped(credential[0], strip_authorization, bool(upstream_key), identity_encoding)
+    headers = headers_without(client_headers, drop)
     if upstream_key:
         headers.append((credential[0], credential[1] + upstream_key.encode("latin-1")))
     if identity_encoding:
-        headers.append((b"accept-encoding", b"identity"))
+        headers.append(_IDENTITY_ENCODING)
     headers.append((b"x-request-id", request_id.encode("latin-1")))
     return headers
+
+
+_IDENTITY_ENCODING = (b"accept-encoding", b"identity")
+
+
+@functools.lru_cache(maxsize=64)  # a few combinations per app; a new set per request cost more
+def _dropped(
+    credential: bytes, strip_authorization: bool, keyed: bool, identity_encoding: bool
+) -> frozenset[bytes]:
+    drop = set(REQUEST_DROP)
+    if strip_authorization:
+        drop.add(b"authorization")
+    if keyed:
+        drop |= {b"authorization", credential}
+    if identity_encoding:
+        drop.add(b"accept-encoding")
+    return frozenset(drop)
 
 
 def client_response_headers(
@@ -103,21 +114,51 @@ def client_response_headers(
     """The upstream's response headers (raw, as received) as the client should see them
     (names lowercased). Works on the raw bytes: no decoding and encoding back of every header.
     """
-    headers = [(name.lower(), value) for name, value in upstream]
-    drop = RESPONSE_DROP | _connection_tokens(headers)
-    if keep_length:
-        drop = drop - {b"content-length"}
-    return [(name, value) for name, value in headers if name not in drop]
+    return headers_without(upstream, _KEEP_LENGTH_DROP if keep_length else RESPONSE_DROP)
 
 
-@functools.lru_cache(maxsize=256)  # routes are few and immutable; one Timeout each
+def headers_without(
+    given: list[tuple[bytes, bytes]], drop: frozenset[bytes]
+) -> list[tuple[bytes, bytes]]:
+    """`given` without the names in `drop` (REQUEST_DROP or RESPONSE_DROP and any the caller
+    sets itself) and those a Connection header lists; names lowercased. One pass: a
+    Connection header (hop-by-hop itself) names more to drop, after it."""
+    headers: list[tuple[bytes, bytes]] = []
+    connection = False
+    for name, value in given:
+        name = name.lower()
+        if name not in drop:
+            headers.append((name, value))
+        elif name == b"connection":
+            connection = True
+    if connection:
+        tokens = _connection_tokens(given)
+        headers = [(name, value) for name, value in headers if name not in tokens]
+    return headers
+
+
+_KEEP_LENGTH_DROP = RESPONSE_DROP - {b"content-length"}
+
+
 def timeouts(route: Route) -> httpx.Timeout:
-    return httpx.Timeout(
+    """The route's timeouts, built once per route (routes are few and immutable). Kept by
+    identity: hashing a Route's fields per request cost more than the lookup saves."""
+    cached = _TIMEOUTS.get(id(route))
+    if cached is not None and cached[0] is route:
+        return cached[1]
+    if len(_TIMEOUTS) >= MAX_CACHED_URLS:
+        _TIMEOUTS.clear()
+    timeout = httpx.Timeout(
         connect=route.connect_timeout,
         read=route.read_timeout,
         write=route.read_timeout,
         pool=route.connect_timeout,
     )
+    _TIMEOUTS[id(route)] = (route, timeout)
+    return timeout
+
+
+_TIMEOUTS: dict[int, tuple[Route, httpx.Timeout]] = {}
 
 
 # Characters httpx refuses in a URL (it raises InvalidURL, which is no transport error).
@@ -132,19 +173,25 @@ def upstream_url(route: Route, rest: str, query: bytes) -> str:
     control characters make httpx raise: both are refused (400). A decoded `%`, `?` or `#` is
     encoded again, so the upstream sees the path the client sent rather than a query.
     """
-    segments = rest.split("/")
-    if "." in segments or ".." in segments or _CONTROL.search(rest):
-        raise ClientRequestError(
-            "the request path holds dot segments or control characters", code="invalid_path"
-        )
-    path = rest.replace("%", "%25").replace("?", "%3F").replace("#", "%23")
-    url = route.upstream + path
+    url = _joined(route.upstream, rest)
     if not query:
         return url
     text = query.decode("latin-1")
     if _CONTROL.search(text) or "#" in text:
         raise ClientRequestError("the query string holds control characters", code="invalid_path")
     return f"{url}?{text}"
+
+
+# A route's paths are few (chat completions, models, ...): the checks and escapes above ran
+# per request otherwise. Bounded, as paths come from clients.
+@functools.lru_cache(maxsize=256)
+def _joined(base: str, rest: str) -> str:
+    segments = rest.split("/")
+    if "." in segments or ".." in segments or _CONTROL.search(rest):
+        raise ClientRequestError(
+            "the request path holds dot segments or control characters", code="invalid_path"
+        )
+    return base + rest.replace("%", "%25").replace("?", "%3F").replace("#", "%23")
 
 
 def map_upstream_errors(*, streaming_body: bool) -> _UpstreamErrors:
@@ -240,6 +287,7 @@ class UpstreamClient(httpx.AsyncClient):
         self._upstream = transport
         self._urls: dict[str, httpx.URL] = {}
         self._targets: dict[str, _Target | None] = {}
+        self._plans: dict[tuple[tuple[bytes, ...], str, bool], _MergePlan] = {}
 
     @property  # type: ignore[override]
     def cookies(self) -> httpx.Cookies:
@@ -266,7 +314,7 @@ class UpstreamClient(httpx.AsyncClient):
         address: str = url  # type: ignore[assignment]  # a str: _OWN_SHAPES says so
         parsed = self._urls.get(address) or self._parsed_url(address)
         body = content or b""
-        merged = request_headers(self.headers.raw, headers or [], method, parsed.netloc, body)
+        merged = request_headers(self._defaults(), headers or [], method, parsed.netloc, body)
         chosen = self.timeout if timeout is httpx.USE_CLIENT_DEFAULT else timeout
         if not isinstance(chosen, httpx.Timeout):
             chosen = httpx.Timeout(chosen)
@@ -280,17 +328,19 @@ class UpstreamClient(httpx.AsyncClient):
         request.read()
         return request
 
-    async def open_raw(
+    def open_raw(
         self,
         method: str,
         url: str,
         headers: list[tuple[bytes, bytes]],
         content: bytes,
         timeout: httpx.Timeout,
-    ) -> RawResponse | None:
+    ) -> Coroutine[Any, Any, RawResponse] | None:
         """Send the request httpx would build (`request_headers`) over HttptoolsTransport,
         without httpx's objects; None when that does not apply (another transport, or a URL
-        with credentials, which httpx's auth layer turns into a header): use `send` then."""
+        with credentials, which httpx's auth layer turns into a header): use `send` then.
+
+        Not a coroutine itself: it returns the transport's, to await (one frame less)."""
         transport = self._upstream
         if not isinstance(transport, HttptoolsTransport):
             return None
@@ -300,14 +350,35 @@ class UpstreamClient(httpx.AsyncClient):
         if self.is_closed:
             raise RuntimeError("Cannot send a request, as the client has been closed.")
         key, path, netloc = target
-        merged = request_headers(self.headers.raw, headers, method, netloc, content)
-        return await transport.send_head(
+        merged = self._merged(headers, method, netloc, content)
+        return transport.send_head(
             key,
             request_head(method, path, merged),
             content,
             connect_timeout=timeout.connect,
             read_timeout=timeout.read,
         )
+
+    def _merged(
+        self, given: list[tuple[bytes, bytes]], method: str, netloc: bytes, body: bytes
+    ) -> list[tuple[Any, Any]]:
+        """`request_headers`, from a plan kept per shape of call: the given header names, the
+        method and whether there is a body. A client sends the same header names every time,
+        and planning each request was most of the merge's cost."""
+        defaults = self._defaults()
+        shape = (tuple(map(itemgetter(0), given)), method, not body)
+        plan = self._plans.get(shape)
+        if plan is None or plan.defaults != defaults:  # new, or the client's headers changed
+            if len(self._plans) >= MAX_CACHED_URLS:
+                self._plans.clear()
+            plan = self._plans[shape] = _MergePlan(defaults, given, method, bool(body))
+        return plan.apply(given, netloc, body)
+
+    def _defaults(self) -> list[tuple[bytes, bytes, bytes]]:
+        """The client's default headers as httpx keeps them: (name, lowercased name, value).
+        Private to httpx (pinned, see request_headers), read because `headers.raw` builds a
+        new list on every access and the names would be lowercased again."""
+        return self.headers._list
 
     def _target(self, url: str) -> _Target | None:
         parsed = self._urls.get(url) or self._parsed_url(url)
@@ -376,7 +447,7 @@ _OWN_SHAPES = frozenset(
 
 
 def request_headers(
-    defaults: list[tuple[bytes, bytes]],
+    defaults: list[tuple[bytes, bytes, bytes]],
     given: list[tuple[Any, Any]],
     method: str,
     netloc: bytes,
@@ -390,24 +461,56 @@ def request_headers(
     defaults the caller did not override, the caller's headers, Host first and the body's
     length last (`Content-Length: 0` second, for a body method without one).
     """
-    names = {
-        (name.encode("latin-1") if isinstance(name, str) else name).lower() for name, _ in given
-    }
-    merged: list[tuple[Any, Any]] = []
-    for name, value in defaults:
-        lowered = name.lower()
-        if lowered not in names:
-            merged.append((name, value))
-            names.add(lowered)
-    merged.extend(given)
-    if b"content-length" not in names:
-        if body:
+    return _MergePlan(defaults, given, method, bool(body)).apply(given, netloc, body)
+
+
+class _MergePlan:
+    """What `request_headers` puts around the given headers, for one shape of call (the given
+    names, the method, whether there is a body): UpstreamClient keeps one per shape."""
+
+    __slots__ = ("defaults", "empty_length", "host", "kept", "length")
+
+    def __init__(
+        self,
+        defaults: list[tuple[bytes, bytes, bytes]],
+        given: list[tuple[Any, Any]],
+        method: str,
+        body: bool,
+    ) -> None:
+        self.defaults = list(defaults)  # a copy: httpx changes its own list in place
+        try:  # the proxy's own calls: names as bytes, lowered in C
+            names = set(map(bytes.lower, map(itemgetter(0), given)))
+        except TypeError:
+            names = {
+                (name.encode("latin-1") if isinstance(name, str) else name).lower()
+                for name, _ in given
+            }
+        self.kept: list[tuple[bytes, bytes]] = []
+        for name, lowered, value in defaults:  # (name, lowercased name, value), as httpx's
+            if lowered not in names:
+                self.kept.append((name, value))
+                names.add(lowered)
+        sized = b"content-length" in names
+        self.length = not sized and body
+        self.empty_length = (
+            not sized
+            and not body
+            and b"transfer-encoding" not in names
+            and method.upper() in _BODY_METHODS
+        )
+        self.host = b"host" not in names
+
+    def apply(
+        self, given: list[tuple[Any, Any]], netloc: bytes, body: bytes
+    ) -> list[tuple[Any, Any]]:
+        merged: list[tuple[Any, Any]] = [(b"Host", netloc)] if self.host else []
+        if self.empty_length:
+            merged.append((b"Content-Length", b"0"))
+        merged += self.kept
+        merged += given
+        if self.length:
             merged.append((b"Content-Length", str(len(body)).encode()))
-        elif b"transfer-encoding" not in names and method.upper() in _BODY_METHODS:
-            merged.insert(0, (b"Content-Length", b"0"))
-    if b"host" not in names:
-        merged.insert(0, (b"Host", netloc))
-    return merged
+        return merged
 
 
 _NO_COOKIES = _NoCookies()

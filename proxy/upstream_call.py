@@ -44,10 +44,11 @@ class UpstreamResponse:
 
     def header(self, name: bytes) -> bytes | None:
         """A header's value (`name` lowercase), several joined by ", " as httpx's `get` does."""
-        values = [value for key, value in self.headers if key.lower() == name]
-        if not values:
-            return None
-        return values[0] if len(values) == 1 else b", ".join(values)
+        found = None
+        for key, value in self.headers:  # a loop, not a list: this runs twice per response
+            if key.lower() == name:
+                found = value if found is None else found + b", " + value
+        return found
 
     def content_type(self) -> str:
         return (self.header(b"content-type") or b"").decode("latin-1")
@@ -93,8 +94,9 @@ async def open_upstream(
     """Send the request; its answer once the head arrived. Failures are the proxy's errors."""
     with map_upstream_errors(streaming_body=False):
         if isinstance(client, UpstreamClient):
-            raw = await client.open_raw(method, url, headers, content or b"", timeout)
-            if raw is not None:
+            sending = client.open_raw(method, url, headers, content or b"", timeout)
+            if sending is not None:
+                raw = await sending
                 return UpstreamResponse(raw.status_code, raw.headers, stream=raw.stream)
         request = client.build_request(
             method, url, headers=headers, content=content, timeout=timeout

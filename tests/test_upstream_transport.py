@@ -23,7 +23,7 @@ import uvloop
 from proxy import transport as transport_module
 from proxy.config import Route
 from proxy.errors import UpstreamStreamError, UpstreamTimeout, UpstreamUnreachable
-from proxy.transport import RawResponse, request_head
+from proxy.transport import request_head
 from proxy.upstream import UpstreamClient, make_upstream_client, timeouts
 from proxy.upstream_call import UpstreamResponse, iter_body, open_upstream
 
@@ -102,7 +102,7 @@ async def read_all(response: UpstreamResponse) -> list[bytes]:
 class ThroughHttpx(UpstreamClient):
     """The proxy's client, made to send through httpx's Request and Response objects."""
 
-    async def open_raw(self, *args: object, **kwargs: object) -> RawResponse | None:
+    def open_raw(self, *args: object, **kwargs: object) -> None:
         return None
 
 
