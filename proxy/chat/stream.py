@@ -174,11 +174,12 @@ class StreamSanitizer:
     def _read(self, data: bytes) -> list[bytes]:
         if self.phase is _STREAMING and data[-2:] == b"\n\n" and self._decoder.idle:
             if self._hot:
-                if self._forwardable(data):
+                flags = scan(data, self._wanted())
+                if flags == PLAIN:  # the rule (`_forwardable`) forwards it
                     # The hot path: the read leaves as it arrived, no events built (bench.core:
                     # this is most of the proxy's per-chunk CPU on a stream).
                     return self._forward_run(data)
-                return self._refused_read(data)
+                return self._refused_read(data, flags)
             if self._round.envelope is None:
                 return self._first_read(data)
         return self._handle(self._decoder.feed(data), None)
@@ -190,11 +191,13 @@ class StreamSanitizer:
         self._choices.raw_seen = True
         return [run]
 
-    def _refused_read(self, data: bytes) -> list[bytes]:
+    def _refused_read(self, data: bytes, flags: int) -> list[bytes]:
         """A read the rule refused: runs of events it forwards still leave as they arrived,
         each other event takes the general path, and the rule is asked again after it (the
         first content of a round, or a tool call after content, refuses a read whose other
-        events pass: those are then not decoded and encoded one by one)."""
+        events pass: those are then not decoded and encoded one by one). `flags`: the rule's
+        scan of the whole read, which is the scan of its first event when that is all of it
+        (a paced upstream's reads: one event each)."""
         out: list[bytes] = []
         pos, size = 0, len(data)
         rest_asked = False
@@ -213,34 +216,36 @@ class StreamSanitizer:
                 # tool-call stream's first read: 63 KB scanned -> 32 KB). At most one extra
                 # scan of the read when the rest is refused too.
                 rest_asked = True
-                if self._forwardable(data[pos:]):
-                    out += self._forward_run(data[pos:])
+                rest = data[pos:]
+                if self._forwardable(rest):
+                    out += self._forward_run(rest)
                     break
-            cut, flags = self._forwardable_run(data, pos)
+            end = data.find(b"\n\n", pos) + 2  # the read ends with a blank line
+            cut = pos
+            if pos or end != size:
+                cut, flags = self._forwardable_run(data, pos, end)
             if cut > pos:
                 out += self._forward_run(data[pos:cut])
                 pos = cut
                 continue
-            end = data.find(b"\n\n", pos) + 2  # the read ends with a blank line
             event = data[pos:end]
             if flags & PLAIN:
                 # One `data: {...}` line (the scan said so): its data without the decoder.
-                out += self._plain_event(event[6:-2])
+                out += self._plain_event(event)
             else:
                 # `event` as refused: the rule just said so, it is not asked again.
                 out += self._handle(self._decoder.feed(event), event)
             pos = end
         return out
 
-    def _forwardable_run(self, data: bytes, pos: int) -> tuple[int, int]:
+    def _forwardable_run(self, data: bytes, pos: int, end: int) -> tuple[int, int]:
         """Where the run of events from `pos` that the rule forwards ends (`pos`: none), and
-        when there is none, the scan's flags for the event at `pos`. The run is found by
-        doubling (one event, two, four, ...): at least half of it, so the caller asks again
-        for the rest; every event in the run is scanned a few times at most.
+        when there is none, the scan's flags for the event at `pos` (it ends at `end`). The run
+        is found by doubling (one event, two, four, ...): at least half of it, so the caller
+        asks again for the rest; every event in the run is scanned a few times at most.
         """
         want = self._wanted()
         size = len(data)
-        end = data.find(b"\n\n", pos) + 2
         flags = scan(data[pos:end], want)
         if flags != PLAIN:
             return pos, flags
@@ -258,7 +263,11 @@ class StreamSanitizer:
         """The first chunk is always parsed (it names the response); the events after it in
         the same read may still take the hot path."""
         first, separator, rest = data.partition(b"\n\n")
-        out = self._handle(self._decoder.feed(first + separator), None)
+        first += separator
+        if scan(first, 0) & PLAIN:  # one `data: {...}` line: no decoder needed
+            out = self._plain_event(first)
+        else:
+            out = self._handle(self._decoder.feed(first), None)
         if rest and self._round.envelope is not None:
             out += self._read(rest)  # at most once: the envelope is known now
         elif rest:
@@ -280,12 +289,13 @@ class StreamSanitizer:
             want |= CONTENT if self._choices.holding_text() else MARKUP
         return want
 
-    def _plain_event(self, data: bytes) -> list[bytes]:
-        """The data of one refused `data: {...}` event, as `_handle` would take it from the
-        decoder (the decoder's split and event object: about 23K instructions an event)."""
+    def _plain_event(self, event: bytes) -> list[bytes]:
+        """One refused `data: {...}\\n\\n` event, as `_handle` would take it from the decoder
+        (the decoder's split and event object: about 23K instructions an event); unchanged, it
+        leaves as the bytes that arrived."""
         out: list[bytes] = []
         try:
-            self._parsed_event(data, (), out)
+            self._parsed_event(event[6:-2], (), out, event)
         except ReplayLoopDetected as exc:
             self._trip(exc, out)
         return out
@@ -337,7 +347,10 @@ class StreamSanitizer:
         framed = b"data: " + data + b"\n\n"
         return framed != refused and self._forwardable(framed)
 
-    def _parsed_event(self, data: bytes, other: tuple[bytes, ...], out: list[bytes]) -> None:
+    def _parsed_event(
+        self, data: bytes, other: tuple[bytes, ...], out: list[bytes], framed: bytes | None = None
+    ) -> None:
+        """`framed`: the event's bytes when they are `encode_event(data, other)` already."""
         try:
             chunk = orjson.loads(data)
         except orjson.JSONDecodeError:
@@ -354,7 +367,10 @@ class StreamSanitizer:
         if outcome is Outcome.DROP:
             return
         # jsontext.dumps: a chunk nested past orjson's 254 levels must not raise here
-        encoded = encode_event(dumps(chunk) if outcome is Outcome.REWRITTEN else data, other)
+        if outcome is Outcome.REWRITTEN:
+            encoded = encode_event(dumps(chunk), other)
+        else:
+            encoded = framed if framed is not None else encode_event(data, other)
         if self._armed and not chunk.get("choices") and isinstance(chunk.get("usage"), dict):
             self._round.hold_usage(encoded, chunk["usage"])
             return
