@@ -11,8 +11,8 @@ $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --upgrade pip
 
-# The C source the editable install compiles in place (a change must rebuild it).
-NATIVE := proxy/chat/_sse_scan.c
+# The C sources the editable install compiles in place (a change must rebuild them).
+NATIVE := proxy/chat/_sse_scan.c proxy/_chunked.c
 
 # A first install says nothing unless it fails. setuptools reports how an editable install is
 # wired as a warning ("Editable installation ..."), which pip prints on every install; it is
@@ -70,12 +70,20 @@ clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
 # The benchmark: direct vs proxied, interleaved; a table on stdout, bench/results/latest.json.
-# wrk drives the throughput phase (installed with apt when missing; without it, an asyncio
-# load generator stands in).
-bench: $(VENV)/.dev
-	@command -v wrk >/dev/null 2>&1 || (apt-get update && apt-get install -y wrk) \
-		|| echo "wrk could not be installed: using the asyncio load generator"
-	$(BIN)/python -m bench
+# wrk drives the throughput phase and nginx is the reference proxy (both installed with apt
+# when missing; without wrk an asyncio load generator stands in, without nginx its row says
+# so); granian, the other ASGI server measured, comes with the bench extra.
+# BENCH_ARGS: e.g. `--runs 3` (the median of three runs of the latency phase), `--quick`.
+BENCH_ARGS ?= --runs 3
+$(VENV)/.bench: $(VENV)/.dev
+	@$(QUIET_BUILD) $(BIN)/python -m pip install -q -e '.[dev,bench]'
+	@touch $@
+
+bench: $(VENV)/.bench
+	@command -v wrk >/dev/null 2>&1 && command -v nginx >/dev/null 2>&1 \
+		|| (apt-get update && apt-get install -y wrk nginx) \
+		|| echo "wrk or nginx could not be installed: see the table's notes"
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 # The soak: simulator and proxy as separate processes on loopback, a bounded mixed load of
 # quirky and faulty streams (SOAK_SECONDS, default 120; SOAK_CONCURRENCY, default 200), every

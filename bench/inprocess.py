@@ -9,6 +9,7 @@ configures it (the JSON request line at the default level, info), written to /de
     python -m bench.inprocess [KIND] [--requests N]      CPU us per request (process time)
     python -m bench.inprocess [KIND] --profile           cProfile of N requests, top 30
     python -m bench.inprocess [KIND] --instructions      instructions per request
+    python -m bench.inprocess [KIND] --floor ...          the same without the proxy
 
 KIND is nothing (a small non-streaming request), `--stream` (200 content deltas) or
 `--stream-toolcall` (200 content deltas, then a Kimi-style tool call whose id the proxy
@@ -44,6 +45,7 @@ from bench.upstream import TOOLCALL_ID, serve
 from proxy.app import create_app
 from proxy.config import Route, Settings
 from proxy.observability import LOGGER, configure_logging
+from proxy.transport import HttptoolsTransport, request_head
 from tests.servers import free_port
 
 WARMUP = 200
@@ -113,7 +115,7 @@ def _request(
     return one
 
 
-async def _run(kind: str, requests: int, profile: bool) -> float:
+async def _run(kind: str, requests: int, profile: bool, floor: bool = False) -> float:
     port = free_port()
     upstream = asyncio.create_task(serve("127.0.0.1", port))
     for _ in range(200):  # until the upstream listens (bounded: 2 s)
@@ -124,21 +126,48 @@ async def _run(kind: str, requests: int, profile: bool) -> float:
             continue
         writer.close()
         break
+    if floor:
+        return await _measure(_floor_request(port, _body(kind)), requests, profile, upstream)
     route = Route(name="bench", upstream=f"http://127.0.0.1:{port}/v1")
     settings = Settings(routes=(route,))
     configure_logging(settings.log_level)  # as `serve` does: one JSON line per request
     with open(os.devnull, "w") as sink:
         for handler in LOGGER.handlers:
             cast(logging.StreamHandler[Any], handler).setStream(sink)
-        return await _measure(create_app(settings), kind, requests, profile, upstream)
+        app = create_app(settings)
+        await _check(app, kind)
+        return await _measure(_request(app, _body(kind)), requests, profile, upstream)
+
+
+def _floor_request(port: int, body: bytes) -> Callable[[], Awaitable[None]]:
+    """The same request without the proxy: its bytes sent by the proxy's own transport,
+    prebuilt, and the answer read to its end. What every count above includes besides the
+    app (the event loop, the benchmark upstream, the sockets) is about this much."""
+    transport = HttptoolsTransport()
+    head = request_head(
+        "POST",
+        b"/v1/chat/completions",
+        [
+            (b"host", b"127.0.0.1:%d" % port),
+            (b"content-type", b"application/json"),
+            (b"content-length", b"%d" % len(body)),
+        ],
+    )
+    key = ("http", "127.0.0.1", port)
+
+    async def one() -> None:
+        raw = await transport.send_head(key, head, body, connect_timeout=None, read_timeout=None)
+        async for _ in raw.stream:
+            pass
+        await raw.stream.aclose()
+
+    return one
 
 
 async def _measure(
-    app: Any, kind: str, requests: int, profile: bool, upstream: asyncio.Task[None]
+    one: Callable[[], Awaitable[None]], requests: int, profile: bool, upstream: asyncio.Task[None]
 ) -> float:
-    one = _request(app, _body(kind))
     try:
-        await _check(app, kind)
         for _ in range(WARMUP):
             await one()
         profiler = cProfile.Profile() if profile else None
@@ -169,7 +198,7 @@ async def _check(app: Any, kind: str) -> None:
         raise RuntimeError(f"unexpected answer to the {KINDS[kind]}: {answer[-400:]!r}")
 
 
-def _instructions(kind: str, requests: int) -> int:
+def _instructions(kind: str, requests: int, floor: bool = False) -> int:
     """Instructions per request: callgrind totals at N and 3N requests, differenced."""
     totals = []
     for count in (requests, 3 * requests):
@@ -188,6 +217,7 @@ def _instructions(kind: str, requests: int) -> int:
                     if kind == "small"
                     else ["--stream" if kind == "stream" else "--stream-toolcall"]
                 ),
+                *(["--floor"] if floor else []),
             ]
             env = {**os.environ, "PYTHONHASHSEED": "0"}
             done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
@@ -210,17 +240,23 @@ def main(argv: list[str] | None = None) -> int:
         help="the 200-chunk stream that ends in a Kimi-style tool call",
     )
     parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="no proxy: the same request by the proxy's transport, straight to the upstream",
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--profile", action="store_true", help="cProfile, top 30 by own time")
     mode.add_argument("--instructions", action="store_true", help="callgrind, per request")
     args = parser.parse_args(argv)
     kind = "toolcall" if args.stream_toolcall else "stream" if args.stream else "small"
+    what = f"{KINDS[kind]}{' without the proxy (--floor)' if args.floor else ''}"
     if args.instructions:
-        count = _instructions(kind, min(args.requests, 100))
-        print(f"instructions per {KINDS[kind]}: {count:,}")
+        count = _instructions(kind, min(args.requests, 100), args.floor)
+        print(f"instructions per {what}: {count:,}")
         return 0
-    cpu_us = uvloop.run(_run(kind, args.requests, args.profile))
-    print(f"CPU per {KINDS[kind]}: {cpu_us:.0f} us (app, client, transport and upstream)")
+    cpu_us = uvloop.run(_run(kind, args.requests, args.profile, args.floor))
+    print(f"CPU per {what}: {cpu_us:.0f} us (app, client, transport and upstream)")
     return 0
 
 

@@ -92,11 +92,15 @@ def start_proxy(
     name: str = "proxy",
     transport: str | None = None,
     workers: int = 1,
+    granian: bool = False,
 ) -> Server:
     """The proxy as users run it (`toolcall-proxy serve --upstream URL --port P`), or with
-    another upstream transport (`bench.variant`), or with uvicorn worker processes."""
+    another upstream transport (`bench.variant`), or with worker processes, or on granian
+    instead of uvicorn (`bench.granian_serve`)."""
     port = free_port()
     launcher = ["proxy", "serve"] if transport is None else ["bench.variant", transport]
+    if granian:
+        launcher = ["bench.granian_serve"]
     if workers > 1:
         launcher += ["--workers", str(workers)]
     argv = [

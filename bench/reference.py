@@ -8,6 +8,7 @@ second at 16 connections as a ratio to direct, non-streaming and with the tool-c
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import sys
 from pathlib import Path
@@ -148,8 +149,8 @@ def transports(report: Report, upstream: procs.Server, sizes: Sizes, work: Path)
 
 
 def others(report: Report, upstream: procs.Server, sizes: Sizes, work: Path) -> Any:
-    """The uvicorn floor, the proxy with two worker processes, and other proxies found on this
-    machine (never required)."""
+    """The uvicorn floor, the proxy with two worker processes, the proxy on granian, and nginx
+    (installed by `make bench`; a row says so when one is missing)."""
     results: dict[str, Any] = {}
     rows = []
     port = procs.free_port()
@@ -168,6 +169,14 @@ def others(report: Report, upstream: procs.Server, sizes: Sizes, work: Path) -> 
     finally:
         workers.stop()
     rows.append(_row("the proxy with --workers 2", results["proxy_workers_2"]))
+    for count in (1, 2):
+        key = f"proxy_granian_workers_{count}"
+        results[key] = _granian(upstream, sizes, work, count)
+        label = f"the proxy on granian, {count} worker{'s' if count > 1 else ''}"
+        if "error" in results[key]:
+            rows.append((label, f"did not run: {results[key]['error']}", *[""] * 5))
+        else:
+            rows.append(_row(label, results[key]))
     nginx = shutil.which("nginx")
     if nginx is not None:
         results["nginx"] = _nginx(nginx, upstream, sizes, work)
@@ -177,6 +186,24 @@ def others(report: Report, upstream: procs.Server, sizes: Sizes, work: Path) -> 
             rows.append(_row("nginx (proxy_buffering off)", results["nginx"]))
     report.section("references (same run, each against direct)", _HEADERS, rows)
     return results
+
+
+def _granian(upstream: procs.Server, sizes: Sizes, work: Path, workers: int) -> Any:
+    """The same app on granian (installed by `make bench` only; README, "ASGI servers")."""
+    if importlib.util.find_spec("granian") is None:
+        return {"error": "granian is not installed (make bench installs it)"}
+    try:
+        server = procs.start_proxy(
+            upstream.port, work, name=f"proxy-granian-{workers}", workers=workers, granian=True
+        )
+    except RuntimeError as exc:
+        return {"error": str(exc)}
+    try:
+        return _measure(upstream, server, sizes, work)
+    except (OSError, RuntimeError) as exc:  # a reference row must never sink the run
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        server.stop()
 
 
 def _nginx(nginx: str, upstream: procs.Server, sizes: Sizes, work: Path) -> Any:

@@ -1,7 +1,7 @@
 """Peak RSS of a proxy holding many open streams.
 
 OPEN_STREAMS clients each open a stream against the upstream's `bench-hold` model, which
-sends the role chunk and then nothing. Once every client has read its first chunk (so the
+sends the role chunk and one delta, then nothing. Once every client has read its first chunk (so the
 proxy holds a client connection, an upstream connection and a stream core for each), the
 proxy's VmHWM (peak resident set) is read from /proc; then the clients hang up.
 """

@@ -13,8 +13,8 @@ the response (by substring, no JSON parsing):
   `tool_calls` finish, written in one go (TOOLCALL_RESPONSE);
 - a stream for model `bench-paced`: PACED_CHUNKS deltas, one every PACED_INTERVAL_S, each
   carrying its send time (`t<CLOCK_MONOTONIC ns>`) so the client can tell how late it arrived;
-- a stream for model `bench-hold`: the role chunk, then nothing until HOLD_S passed or the
-  connection closed (open streams for the memory measurement).
+- a stream for model `bench-hold`: the role chunk and one content delta, then nothing until
+  HOLD_S passed or the connection closed (open streams for the memory measurement).
 
 Run it as `python -m bench.upstream --port P`; it prints `ready` once it listens.
 """
@@ -124,6 +124,9 @@ TOOLCALL_RESPONSE = (
     + b"".join(_http_chunk(event) for event in TOOLCALL_EVENTS)
     + END
 )
+# A held stream's one delta: the proxy holds a role-only first chunk until the first output
+# that shows something (SPEC §5), so a stream of only that would never begin.
+HOLD_DELTA = _http_chunk(sse_event({"content": "held"}))
 _MARK = b"\x00stamp\x00"
 _PACED_BEFORE, _PACED_AFTER = sse_event({"content": _MARK.decode()}).split(
     orjson.dumps(_MARK.decode())
@@ -173,15 +176,18 @@ class _Connection(asyncio.Protocol):
         if transport is None:
             return
         body = b"".join(self._body)
-        if b'"stream":true' not in body and b'"stream": true' not in body:
+        # find(), not `in`: CPython 3.11's `bytes in bytes` first tries the needle as an int
+        # and formats the TypeError it gets (about 1,200 instructions each): the benchmark's
+        # own upstream would count in the proxy's instructions per request.
+        if body.find(b'"stream":true') < 0 and body.find(b'"stream": true') < 0:
             transport.write(JSON_RESPONSE)
-        elif b"bench-paced" in body:
+        elif body.find(b"bench-paced") >= 0:
             self._paced(transport)
             return
-        elif b"bench-kimi" in body:
+        elif body.find(b"bench-kimi") >= 0:
             transport.write(TOOLCALL_RESPONSE)
-        elif b"bench-hold" in body:
-            transport.write(SSE_HEAD + _http_chunk(ROLE))
+        elif body.find(b"bench-hold") >= 0:
+            transport.write(SSE_HEAD + _http_chunk(ROLE) + HOLD_DELTA)
             self._handles.append(self._loop.call_later(HOLD_S, self._finish, transport))
             return
         else:

@@ -28,6 +28,13 @@ from typing import cast
 import httptools
 import httpx
 
+try:  # compiled by the install (setup.py); without it httptools decodes bodies too
+    from proxy._chunked import Dechunker
+
+    _Dechunker: type[Dechunker] | None = Dechunker
+except ImportError:  # pragma: no cover - exercised by tests that unset _Dechunker
+    _Dechunker = None
+
 # A consumer that stops reading (a slow client) must not make us buffer without bound: past
 # this many unread body bytes the socket stops being read, and TCP pushes back on the upstream.
 MAX_UNREAD_BODY_BYTES = 256 * 1024
@@ -86,6 +93,8 @@ class _Connection(asyncio.Protocol):
         self.chunks.clear()
         self.unread = 0  # bytes received since the body was last read (framing included)
         self._delimited = False  # Content-Length or chunked: EOF before the end is an error
+        self._chunked = False
+        self._dechunker: Dechunker | None = None  # decoding this response's chunked body
         self._interim = False
 
     # -- asyncio.Protocol ------------------------------------------------------------------
@@ -101,14 +110,51 @@ class _Connection(asyncio.Protocol):
         self.got_bytes = True
         self.unread += len(data)
         try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserError as exc:
+            if self._dechunker is not None:
+                self._feed_chunked(data)
+            elif not self.head_done and _Dechunker is not None:
+                self._feed_head(data)
+            else:
+                self._parser.feed_data(data)
+        except (httptools.HttpParserError, ValueError) as exc:
             self._fail(httpx.RemoteProtocolError(f"invalid HTTP response: {exc}"))
+            return
+        except httpx.RemoteProtocolError as exc:  # raised by a callback (on_message_begin)
+            self._fail(exc)
             return
         if self.unread > MAX_UNREAD_BODY_BYTES and not self._paused and self.transport:
             self._paused = True
             self.transport.pause_reading()
         self._wake()
+
+    def _feed_head(self, data: bytes) -> None:
+        """Heads to httptools, one at a time (a 1xx head may precede the response's), so that
+        a chunked body after the head can go to the compiled decoder instead."""
+        while not self.head_done:
+            end = data.find(b"\r\n\r\n")  # the first blank line ends a head
+            if end < 0:
+                # Not here whole (or split across reads): httptools reads the rest of this
+                # response, body included, as it does where the decoder is not compiled.
+                self._parser.feed_data(data)
+                return
+            self._parser.feed_data(data[: end + 4])
+            data = data[end + 4 :]
+        if self._dechunker is not None:
+            self._feed_chunked(data)
+        elif data:
+            self._parser.feed_data(data)
+
+    def _feed_chunked(self, data: bytes) -> None:
+        dechunker = self._dechunker
+        assert dechunker is not None
+        self.chunks += dechunker.feed(data)
+        if dechunker.done:
+            # httptools never saw this body: its parser waits for chunks, so the next
+            # response on this connection gets a new one.
+            self.complete = True
+            self.keep_alive = dechunker.excess == 0 and self._parser.should_keep_alive()
+            self._dechunker = None
+            self._parser = httptools.HttpResponseParser(self)
 
     def eof_received(self) -> bool | None:
         return None  # close the transport; connection_lost decides what the EOF means
@@ -140,6 +186,11 @@ class _Connection(asyncio.Protocol):
     # -- httptools callbacks -----------------------------------------------------------------
 
     def on_message_begin(self) -> None:
+        if self.complete:
+            # Another answer after the one asked for, in the same read: the connection is
+            # in no known state (the answer already read stays whole; data_received fails
+            # the connection, so it is not reused).
+            raise httpx.RemoteProtocolError("the upstream sent data after its response")
         self.headers = []
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -154,15 +205,17 @@ class _Connection(asyncio.Protocol):
         self.head_done = True
         for name, value in self.headers:
             lowered = name.lower()
-            if lowered == b"content-length" or (
-                lowered == b"transfer-encoding" and b"chunked" in value.lower()
-            ):
+            if lowered == b"content-length":
                 self._delimited = True
+            elif lowered == b"transfer-encoding" and value.lower().find(b"chunked") >= 0:
+                self._delimited = self._chunked = True
         if self.head_only:
             # httptools cannot be told the response answers a HEAD: finish here and never
             # reuse the connection, whose parser now expects a body that will not come.
             self.complete = True
             self.keep_alive = False
+        elif self._chunked and _Dechunker is not None and status not in (204, 304):
+            self._dechunker = _Dechunker(MAX_BODY_READ_BYTES)
 
     def on_message_complete(self) -> None:
         if self._interim:
@@ -461,8 +514,9 @@ def request_head(method: str, target: bytes, headers: list[tuple[bytes, bytes]])
     if (
         fields.count(b"\n") != breaks
         or fields.count(b"\r") != breaks
-        or b"\n" in target
-        or b"\r" in target
+        # find(), not `in`: CPython 3.11's `bytes in bytes` formats a TypeError first
+        or target.find(b"\n") >= 0
+        or target.find(b"\r") >= 0
     ):
         raise httpx.LocalProtocolError("a request header contains a line break")
     if not headers:

@@ -20,6 +20,7 @@ import httpx
 import pytest
 import uvloop
 
+from proxy import transport as transport_module
 from proxy.config import Route
 from proxy.errors import UpstreamStreamError, UpstreamTimeout, UpstreamUnreachable
 from proxy.transport import RawResponse, request_head
@@ -114,14 +115,26 @@ def _client(way: str) -> httpx.AsyncClient:
 
 
 @pytest.fixture(
-    params=[(loop, way) for loop in ("asyncio", "uvloop") for way in ("raw", "httpx")],
+    params=[
+        (loop, way, bodies)
+        for loop in ("asyncio", "uvloop")
+        for way in ("raw", "httpx")
+        for bodies in ("dechunker", "httptools")
+    ],
     ids=lambda param: "-".join(param),
 )
-def run(request: pytest.FixtureRequest) -> Callable[[Scenario], None]:
+def run(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Callable[[Scenario], None]:
     """Runs a scenario with a fresh client, on both event loops (the proxy runs on uvloop),
-    sending both ways `open_upstream` can."""
-    loop, way = request.param
+    sending both ways `open_upstream` can, with chunked bodies decoded by the compiled
+    decoder and, as where it could not be compiled, by httptools."""
+    loop, way, bodies = request.param
     factory = uvloop.new_event_loop if loop == "uvloop" else None
+    if bodies == "httptools":
+        monkeypatch.setattr(transport_module, "_Dechunker", None)
+    else:
+        assert transport_module._Dechunker is not None, "the install did not compile it"
 
     def runner(scenario: Scenario) -> None:
         async def main() -> None:
@@ -452,3 +465,105 @@ def test_request_head_is_one_line_per_header_and_refuses_line_breaks() -> None:
             request_head("POST", b"/", smuggled)
     with pytest.raises(httpx.LocalProtocolError):
         request_head("GET", b"/\r\nx-b: 2", [])
+
+
+# -- chunked bodies: the compiled decoder's hand-over points (each also runs with httptools) --
+
+
+def test_chunked_answers_on_a_kept_alive_connection_each_read_whole(run: Run) -> None:
+    """After a chunked body the connection serves the next request (a new head parser)."""
+    connections = 0
+
+    async def chunked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        for n in range(3):
+            await read_request(reader)
+            writer.write(SSE_HEAD + chunk(b"data: %d\n\n" % n) + b"0\r\n\r\n")
+            await writer.drain()
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        async with upstream(chunked) as url:
+            for n in range(3):
+                body = b"".join(await read_all(await open_stream(client, url)))
+                assert body == b"data: %d\n\n" % n
+
+    run(scenario)
+    assert connections == 1
+
+
+@pytest.mark.parametrize("decoder", ["dechunker", "httptools"])
+@pytest.mark.parametrize("cut", [1, 20, len(SSE_HEAD) - 3, len(SSE_HEAD) - 1, len(SSE_HEAD) + 2])
+def test_a_head_and_body_split_anywhere_read_the_same(
+    cut: int, decoder: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head's blank line may straddle two reads, or a read may end inside a size line:
+    the connection fed the two reads directly, as the event loop would."""
+    if decoder == "httptools":
+        monkeypatch.setattr(transport_module, "_Dechunker", None)
+    wire = SSE_HEAD + chunk(EVENT) + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+    loop = asyncio.new_event_loop()
+    try:
+        conn = transport_module._Connection(loop, ("http", "127.0.0.1", 80), set())
+        for _ in range(2):  # and a second answer on the same connection reads the same
+            conn._reset()
+            conn.active = True
+            conn.data_received(wire[:cut])
+            conn.data_received(wire[cut:])
+            assert conn.error is None
+            assert (conn.status, conn.complete, conn.keep_alive) == (200, True, True)
+            assert b"".join(conn.chunks) == EVENT + b"data: [DONE]\n\n"
+    finally:
+        loop.close()
+
+
+def test_an_interim_head_before_a_chunked_answer_is_skipped(run: Run) -> None:
+    async def interim(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 100 Continue\r\n\r\n" + SSE_HEAD + chunk(EVENT) + b"0\r\n\r\n")
+        await writer.drain()
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        async with upstream(interim) as url:
+            response = await open_stream(client, url)
+            assert response.status_code == 200
+            assert b"".join(await read_all(response)) == EVENT
+
+    run(scenario)
+
+
+def test_a_malformed_chunk_is_an_upstream_stream_error(run: Run) -> None:
+    async def malformed(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(SSE_HEAD + chunk(EVENT) + b"zz\r\nnot a chunk\r\n")
+        await writer.drain()
+        await reader.read()  # until the client closes
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        async with upstream(malformed) as url:
+            response = await open_stream(client, url)
+            with pytest.raises(UpstreamStreamError):
+                await read_all(response)
+
+    run(scenario)
+
+
+def test_bytes_after_a_chunked_body_end_close_the_connection(run: Run) -> None:
+    """The body is whole, but a connection that sent more than its answer is not reused."""
+    connections = 0
+
+    async def chatty(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        await read_request(reader)
+        writer.write(SSE_HEAD + chunk(EVENT) + b"0\r\n\r\nHTTP/1.1 200 OK\r\n\r\n")
+        await writer.drain()
+        await reader.read()  # until the client closes
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        async with upstream(chatty) as url:
+            for _ in range(2):
+                assert b"".join(await read_all(await open_stream(client, url))) == EVENT
+
+    run(scenario)
+    assert connections == 2

@@ -32,7 +32,7 @@ from proxy.chat.calls import CallSlot
 from proxy.chat.choices import Choices
 from proxy.chat.continuation import Carry, Continuation, FollowupNeeded, RoundContent, add_usage
 from proxy.chat.head import HeadGate, shows_nothing
-from proxy.chat.sse_scan import CONTENT, MARKUP, PLAIN, USAGE, scan
+from proxy.chat.sse_scan import CONTENT, MARKUP, PLAIN, USAGE, run_end, scan
 from proxy.core.decide import ResponseIds
 from proxy.core.jsoncomplete import is_complete_json
 from proxy.core.notes import DeltaRepaired, Note
@@ -93,6 +93,12 @@ _STREAMING = StreamPhase.STREAMING
 _FOLLOWUP = StreamPhase.FOLLOWUP
 _DONE = StreamPhase.DONE
 _FAILED = StreamPhase.FAILED
+
+
+def _one_data_line(event: bytes) -> bool:
+    """Is this whole event (it ends with its blank line) one `data: {...}` line, as the SSE
+    decoder would read it: its data is then `event[6:-2]`, with no other lines."""
+    return event.startswith(b"data: {") and b"\r" not in event and event.count(b"\n") == 2
 
 
 class StreamStateError(RuntimeError):
@@ -174,12 +180,11 @@ class StreamSanitizer:
     def _read(self, data: bytes) -> list[bytes]:
         if self.phase is _STREAMING and data[-2:] == b"\n\n" and self._decoder.idle:
             if self._hot:
-                flags = scan(data, self._wanted())
-                if flags == PLAIN:  # the rule (`_forwardable`) forwards it
+                if self._forwardable(data):
                     # The hot path: the read leaves as it arrived, no events built (bench.core:
                     # this is most of the proxy's per-chunk CPU on a stream).
                     return self._forward_run(data)
-                return self._refused_read(data, flags)
+                return self._refused_read(data)
             if self._round.envelope is None:
                 return self._first_read(data)
         return self._handle(self._decoder.feed(data), None)
@@ -191,16 +196,13 @@ class StreamSanitizer:
         self._choices.raw_seen = True
         return [run]
 
-    def _refused_read(self, data: bytes, flags: int) -> list[bytes]:
+    def _refused_read(self, data: bytes) -> list[bytes]:
         """A read the rule refused: runs of events it forwards still leave as they arrived,
         each other event takes the general path, and the rule is asked again after it (the
         first content of a round, or a tool call after content, refuses a read whose other
-        events pass: those are then not decoded and encoded one by one). `flags`: the rule's
-        scan of the whole read, which is the scan of its first event when that is all of it
-        (a paced upstream's reads: one event each)."""
+        events pass: those are then not decoded and encoded one by one)."""
         out: list[bytes] = []
         pos, size = 0, len(data)
-        rest_asked = False
         while pos < size:
             if self.phase is not _STREAMING or not self._decoder.idle:
                 out += self._handle(self._decoder.feed(data[pos:]), None)
@@ -209,28 +211,15 @@ class StreamSanitizer:
                 out += self._done()
                 pos += len(DONE_EVENT)
                 continue
-            if pos and not rest_asked:
-                # Once per read, after an event took the general path, the rest of the read is
-                # asked whole: one refused event (the round's first content) usually leaves
-                # a rest that passes, found in one scan instead of the run's doubling (the
-                # tool-call stream's first read: 63 KB scanned -> 32 KB). At most one extra
-                # scan of the read when the rest is refused too.
-                rest_asked = True
-                rest = data[pos:]
-                if self._forwardable(rest):
-                    out += self._forward_run(rest)
-                    break
             end = data.find(b"\n\n", pos) + 2  # the read ends with a blank line
-            cut = pos
-            if pos or end != size:
-                cut, flags = self._forwardable_run(data, pos, end)
+            # A read that is one event (a paced upstream's) was just refused: not asked again.
+            cut = self._forwardable_run(data, pos) if pos or end != size else pos
             if cut > pos:
                 out += self._forward_run(data[pos:cut])
                 pos = cut
                 continue
             event = data[pos:end]
-            if flags & PLAIN:
-                # One `data: {...}` line (the scan said so): its data without the decoder.
+            if _one_data_line(event):
                 out += self._plain_event(event)
             else:
                 # `event` as refused: the rule just said so, it is not asked again.
@@ -238,33 +227,16 @@ class StreamSanitizer:
             pos = end
         return out
 
-    def _forwardable_run(self, data: bytes, pos: int, end: int) -> tuple[int, int]:
-        """Where the run of events from `pos` that the rule forwards ends (`pos`: none), and
-        when there is none, the scan's flags for the event at `pos` (it ends at `end`). The run
-        is found by doubling (one event, two, four, ...): at least half of it, so the caller
-        asks again for the rest; every event in the run is scanned a few times at most.
-        """
-        want = self._wanted()
-        size = len(data)
-        flags = scan(data[pos:end], want)
-        if flags != PLAIN:
-            return pos, flags
-        ok = end
-        while end < size:
-            end = data.find(b"\n\n", pos + 2 * (end - pos) - 2) + 2
-            if end == 1:  # no blank line further on: up to the end of the read
-                end = size
-            if scan(data[pos:end], want) != PLAIN:
-                break
-            ok = end
-        return ok, PLAIN
+    def _forwardable_run(self, data: bytes, pos: int) -> int:
+        """Where the run of events from `pos` that the rule forwards ends (`pos`: none)."""
+        return run_end(data, pos, self._want_now())
 
     def _first_read(self, data: bytes) -> list[bytes]:
         """The first chunk is always parsed (it names the response); the events after it in
         the same read may still take the hot path."""
         first, separator, rest = data.partition(b"\n\n")
         first += separator
-        if scan(first, 0) & PLAIN:  # one `data: {...}` line: no decoder needed
+        if _one_data_line(first):
             out = self._plain_event(first)
         else:
             out = self._handle(self._decoder.feed(first), None)
@@ -280,19 +252,18 @@ class StreamSanitizer:
         that may have to wait, and with text tool calls no markup that may start a call, or
         no content at all while a scanner must see all of it (`sse_scan`). Only asked once
         `_hot` holds."""
-        return scan(framed, self._wanted()) == PLAIN
+        return scan(framed, self._want_now()) == PLAIN
 
-    def _wanted(self) -> int:
-        """What the rule's scan must look for besides tool calls and finishes, now."""
+    def _want_now(self) -> int:
         want = self._want
         if self._text_calls:
             want |= CONTENT if self._choices.holding_text() else MARKUP
         return want
 
     def _plain_event(self, event: bytes) -> list[bytes]:
-        """One refused `data: {...}\\n\\n` event, as `_handle` would take it from the decoder
-        (the decoder's split and event object: about 23K instructions an event); unchanged, it
-        leaves as the bytes that arrived."""
+        """One `data: {...}\\n\\n` event, as `_handle` would take it from the decoder (the
+        decoder's split and event object: about 23K instructions an event); unchanged, it
+        leaves as the bytes that arrived. The rule does not forward it (or is not asked)."""
         out: list[bytes] = []
         try:
             self._parsed_event(event[6:-2], (), out, event)

@@ -202,3 +202,49 @@ def test_native_and_python_agree(data: bytes, want: int) -> None:
 def test_native_and_python_agree_on_any_bytes(data: bytes, want: int) -> None:
     assert sse_scan.native_scan is not None
     assert sse_scan.native_scan(data, want) == scan_py(data, want)
+
+
+# -- run_end: where the run of events the rule forwards ends -------------------------------
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> bytes:
+    """Several events, each its own mix of pieces, some whole and some not."""
+    events = []
+    for _ in range(draw(st.integers(min_value=1, max_value=5))):
+        body = b"".join(draw(st.lists(st.sampled_from(PIECES), max_size=10)))
+        events.append(draw(st.sampled_from([b"data: {%b}\n\n", b"data: {%b\n\n", b"%b"])) % body)
+    return b"".join(events)
+
+
+def run_end_by_definition(data: bytes, pos: int, want: int) -> int:
+    """The longest run of whole events from `pos` that scan_py forwards as one read."""
+    best, end = pos, pos
+    while (end := data.find(b"\n\n", end) + 2) > 1:
+        if scan_py(data[pos:end], want) == PLAIN:
+            best = end
+    return best
+
+
+@settings(max_examples=2000, deadline=None)
+@given(data=runs(), want=st.sampled_from(ALL_WANTS), at=st.integers(min_value=0, max_value=300))
+def test_run_end_is_the_longest_run_the_scan_forwards(data: bytes, want: int, at: int) -> None:
+    pos = min(at, len(data))
+    expected = run_end_by_definition(data, pos, want)
+    assert sse_scan.run_end_py(data, pos, want) == expected
+    assert sse_scan.native_run_end is not None
+    assert sse_scan.native_run_end(data, pos, want) == expected
+
+
+@settings(max_examples=500, deadline=None)
+@given(data=st.binary(max_size=200), want=st.sampled_from(ALL_WANTS), at=st.integers(0, 250))
+def test_run_end_native_and_python_agree_on_any_bytes(data: bytes, want: int, at: int) -> None:
+    pos = min(at, len(data))
+    assert sse_scan.native_run_end is not None
+    assert sse_scan.native_run_end(data, pos, want) == sse_scan.run_end_py(data, pos, want)
+
+
+def test_run_end_refuses_a_position_outside_the_read() -> None:
+    assert sse_scan.native_run_end is not None
+    with pytest.raises(ValueError):
+        sse_scan.native_run_end(b"data: {}\n\n", 11, 0)
