@@ -97,7 +97,6 @@ class RoundContent:
                 parts.append(content)
         return "".join(parts)
 
-
     def _events(self) -> list[bytes | str]:
         items: list[bytes | str] = []
         for item in self._items:
