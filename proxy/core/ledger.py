@@ -40,9 +40,13 @@ class ReplayMatch:
     client_id: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class HistoryFacts:
-    """What the response side must know about the request (no client data beyond ids)."""
+    """What the response side must know about the request (no client data beyond ids).
+
+    Read-only by convention (every reader treats it so; a follow-up gets a new one from
+    `dataclasses.replace`): not frozen, since a frozen dataclass's __init__ sets each field
+    through object.__setattr__, 12K of the 20K instructions building one cost per request."""
 
     turn: int = 1
     client_ids: frozenset[str] = frozenset()
@@ -178,6 +182,13 @@ class HistoryLedger:
     def facts(
         self, *, choices: int = 1, offered_tools: frozenset[str] = frozenset()
     ) -> HistoryFacts:
+        if not self.calls:  # most requests that are not an agent's: only the turn to count
+            return HistoryFacts(
+                turn=1 + self.turns,
+                dialect=self.dialect,
+                choices=choices,
+                offered_tools=offered_tools,
+            )
         answered: dict[str, Fingerprint] = {}
         answered_client_ids: dict[str, str] = {}
         issued_ids: dict[str, dict[Fingerprint, str]] = {}
