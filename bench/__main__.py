@@ -2,13 +2,15 @@
 
 Phases, in order (about three minutes on two cores):
 1. latency at one connection: non-streaming, a 200-chunk stream, the same 200 chunks ending in
-   a Kimi-style tool call whose id the proxy rewrites (what agents get), a paced stream;
+   a Kimi-style tool call whose id the proxy rewrites (what agents get), a paced stream; in
+   `--runs` alternating rounds, each added value the median of the rounds';
 2. requests per second at 16 and 64 connections, direct then proxied, non-streaming; at 16
    connections also the tool-call stream;
 3. peak RSS of a fresh proxy holding 1,000 open streams;
 4. CPU per chunk of the sans-IO core;
 5. the upstream transports compared (httpx default, httpx-aiohttp, the proxy's own);
-6. references: the uvicorn floor (an app answering itself) and nginx when it is installed.
+6. references: the uvicorn floor (an app answering itself), the proxy with two workers, the
+   proxy on granian (one and two workers) and nginx (`make bench` installs it).
 
 The machine is shared: compare a row's direct and proxied columns, not absolute numbers
 between runs.
