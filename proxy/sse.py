@@ -58,11 +58,11 @@ class SSEDecoder:
             # The `\r` that ended the previous read and this `\n` are one CRLF line end.
             chunk = chunk[1:]
         self._pending_cr = chunk[-1:] == b"\r"
-        if b"\r" in chunk:
+        if chunk.find(b"\r") >= 0:  # find(): `bytes in bytes` formats a TypeError first
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         buffer = self._buffer
         buffer += chunk
-        if b"\n" not in chunk:
+        if chunk.find(b"\n") < 0:
             self._check_size()
             return []
         lines = buffer.split(b"\n")
@@ -113,7 +113,7 @@ def encode_event(data: bytes | None, other: tuple[bytes, ...] = ()) -> bytes:
     """Serialize an event in OpenAI's framing: `data: ...` lines and a blank line."""
     parts = [line + b"\n" for line in other]
     if data is not None:
-        if b"\n" in data:
+        if data.find(b"\n") >= 0:
             parts.extend(b"data: " + line + b"\n" for line in data.split(b"\n"))
         else:
             parts.append(b"data: " + data + b"\n")

@@ -98,7 +98,7 @@ _FAILED = StreamPhase.FAILED
 def _one_data_line(event: bytes) -> bool:
     """Is this whole event (it ends with its blank line) one `data: {...}` line, as the SSE
     decoder would read it: its data is then `event[6:-2]`, with no other lines."""
-    return event.startswith(b"data: {") and b"\r" not in event and event.count(b"\n") == 2
+    return event.startswith(b"data: {") and event.find(b"\r") < 0 and event.count(b"\n") == 2
 
 
 class StreamStateError(RuntimeError):
