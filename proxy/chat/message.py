@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy.chat.stream import Carry, add_usage
-from proxy.core.decide import ResponseIds, Verdict, truthful_finish_reason
+from proxy.core.decide import ChoiceIds, ResponseIds, Verdict, truthful_finish_reason
 from proxy.core.guard import Replay
 from proxy.core.ids import normalize_raw_id
 from proxy.core.notes import DeltaRepaired, IdRewritten, Note
@@ -52,31 +52,46 @@ def sanitize_completion(
             continue
         raw_index = choice.get("index")
         index = raw_index if isinstance(raw_index, int) else position
-        message = choice["message"]
         state = ids.choice(index)
-        calls = message.get("tool_calls")
-        if text_tool_calls and ids.facts.offered_tools and isinstance(message.get("content"), str):
-            recovered = _recover_text_calls(message, ids.facts.offered_tools, notes)
-            if recovered:
-                calls = [*calls, *recovered] if isinstance(calls, list) else recovered
-        if calls is not None:
-            changed = True
-            kept = _sanitize_calls(calls, index, state, ids, notes)
-            if kept:
-                message["tool_calls"] = kept
-            else:
-                del message["tool_calls"]
-        reason = choice.get("finish_reason")
-        fixed = truthful_finish_reason(bool(state.delivered), reason)
-        if fixed != reason:
-            choice["finish_reason"] = fixed
-            notes.append(DeltaRepaired(kind="finish_reason", detail=f"{reason} -> {fixed}"))
-            changed = True
+        changed = _sanitize_choice(choice, index, state, ids, notes, text_tool_calls) or changed
         single = ids.facts.choices == 1
         if single and ids.guard.enabled and state.replays and not state.delivered:
             followup_replays = list(state.replays)
-            content = message.get("content") if isinstance(message.get("content"), str) else ""
+            text = choice["message"].get("content")
+            content = text if isinstance(text, str) else ""
     return MessageResult(body, changed, notes, followup_replays, content)
+
+
+def _sanitize_choice(
+    choice: dict[str, Any],
+    index: int,
+    state: ChoiceIds,
+    ids: ResponseIds,
+    notes: list[Note],
+    text_tool_calls: bool,
+) -> bool:
+    """One choice's calls and finish, rewritten in place; True when anything changed."""
+    message = choice["message"]
+    changed = False
+    calls = message.get("tool_calls")
+    if text_tool_calls and ids.facts.offered_tools and isinstance(message.get("content"), str):
+        recovered = _recover_text_calls(message, ids.facts.offered_tools, notes)
+        if recovered:
+            calls = [*calls, *recovered] if isinstance(calls, list) else recovered
+    if calls is not None:
+        changed = True
+        kept = _sanitize_calls(calls, index, state, ids, notes)
+        if kept:
+            message["tool_calls"] = kept
+        else:
+            del message["tool_calls"]
+    reason = choice.get("finish_reason")
+    fixed = truthful_finish_reason(bool(state.delivered), reason)
+    if fixed != reason:
+        choice["finish_reason"] = fixed
+        notes.append(DeltaRepaired(kind="finish_reason", detail=f"{reason} -> {fixed}"))
+        changed = True
+    return changed
 
 
 def _recover_text_calls(
