@@ -95,6 +95,10 @@ _DONE = StreamPhase.DONE
 _FAILED = StreamPhase.FAILED
 
 
+# `data: [DONE]` read whole in a refused read: the event the decoder would have made of it.
+_DONE_READ = SSEEvent(b"[DONE]")
+
+
 def _one_data_line(event: bytes) -> bool:
     """Is this whole event (it ends with its blank line) one `data: {...}` line, as the SSE
     decoder would read it: its data is then `event[6:-2]`, with no other lines."""
@@ -208,7 +212,7 @@ class StreamSanitizer:
                 out += self._handle(self._decoder.feed(data[pos:]), None)
                 break
             if data.startswith(DONE_EVENT, pos):
-                out += self._done()
+                out += self._handle([_DONE_READ], None)  # without the decoder's split
                 pos += len(DONE_EVENT)
                 continue
             end = data.find(b"\n\n", pos) + 2  # the read ends with a blank line
@@ -267,15 +271,6 @@ class StreamSanitizer:
         out: list[bytes] = []
         try:
             self._parsed_event(event[6:-2], (), out, event)
-        except ReplayLoopDetected as exc:
-            self._trip(exc, out)
-        return out
-
-    def _done(self) -> list[bytes]:
-        """`data: [DONE]` read whole: the round ends (as `_event` ends it for the decoder)."""
-        out: list[bytes] = []
-        try:
-            out.extend(self._close())
         except ReplayLoopDetected as exc:
             self._trip(exc, out)
         return out
