@@ -13,6 +13,7 @@ from typing import Any
 from proxy.anthropic.blocks import TextBlock
 from proxy.anthropic.output import RoundOutput
 from proxy.anthropic.tools import ToolBlocks
+from proxy.anthropic.wire import encode_raw
 from proxy.core.textcalls import Segment, TextCallScanner
 
 
@@ -37,7 +38,15 @@ class TextBlocks:
         if isinstance(delta, dict) and delta.get("type") == "text_delta":
             value = delta.get("text")
             if isinstance(value, str) and value:
-                self._segments(text, text.scanner.feed(value))
+                segments = text.scanner.feed(value)
+                if segments == [value] and _plain_text_event(obj, delta):
+                    self._open(text)
+                    if obj["index"] == text.index:
+                        # What `_segments` would write, as it came: no dict, no serialization.
+                        text.text.append(value)
+                        self._output.out.append(encode_raw("content_block_delta", raw))
+                        return
+                self._segments(text, segments)
             return
         self._open(text)  # citations and other deltas: in the open text block
         self._output.reindexed(obj, raw, text.index, "content_block_delta")
@@ -67,3 +76,10 @@ class TextBlocks:
             text.text = []
             self._output.stop(text.index)
             text.index = -1
+
+
+def _plain_text_event(obj: dict[str, Any], delta: dict[str, Any]) -> bool:
+    """Has a text delta event nothing but what `_segments` writes for it (`type`, an integer
+    `index`, `delta`; in the delta `type` and `text`)? Then, at the right index and with its
+    text unchanged, its bytes are the event `_segments` would write."""
+    return len(obj) == 3 and len(delta) == 2 and type(obj.get("index")) is int  # not True
