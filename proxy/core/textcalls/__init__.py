@@ -18,7 +18,7 @@ split (markers.py says how).
 
 from __future__ import annotations
 
-from proxy.core.textcalls.markers import MAX_BLOCK_CHARS, MarkerScanner
+from proxy.core.textcalls.markers import MAX_BLOCK_CHARS, MarkerScanner, may_open
 from proxy.core.textcalls.model import RecoveredCall, Segment
 from proxy.core.textcalls.whole import WholeMessage
 
@@ -46,6 +46,12 @@ class TextCallScanner:
         return self._markers.examined + self._whole.examined
 
     def feed(self, text: str) -> list[Segment]:
+        if not self.holding and not may_open(text):
+            # Nothing is held that this text could complete, and no marker starts in it: it
+            # all goes out, as the stages would release it, without their look at its tail
+            # character by character.
+            self._markers.examined += len(text)
+            return [text] if text else []
         passed = self._whole.feed(text)
         out: list[Segment] = []
         if passed:
