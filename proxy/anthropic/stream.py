@@ -128,23 +128,20 @@ class AnthropicStream:
 
     def feed(self, data: bytes) -> list[bytes]:
         if self.phase is StreamPhase.STREAMING:
-            for event in self._decoder.feed(data):
-                self._event(event)
-                if self._over():
-                    break
+            self._events(self._decoder.feed(data))
         return self._output.take()
 
     def end(self) -> list[bytes]:
         """The upstream body ended cleanly: complete a message it left open."""
         if self.phase is StreamPhase.STREAMING:
-            for event in self._decoder.end():
-                self._event(event)
-                if self._over():
-                    break
+            self._events(self._decoder.end())
         if self.phase is StreamPhase.STREAMING:
             if self._started or self.continuation:
                 self.notes.append(DeltaRepaired(kind="message_stop", detail="added"))
-                self._guarded(self._finish)
+                try:
+                    self._finish()
+                except ReplayLoopDetected as exc:
+                    self._broken(exc)
             self.phase = StreamPhase.DONE
         return self._output.take()
 
@@ -152,32 +149,39 @@ class AnthropicStream:
         """See `RoundOutput.block_before_error` (the exchange asks before a loop error)."""
         return self._output.block_before_error()
 
-    def _over(self) -> bool:
-        return self.phase is StreamPhase.DONE
+    def _events(self, events: list[SSEEvent]) -> None:
+        # One try for all of a read's events, not one per event: the breaker's exception
+        # leaves the loop at the event that raised it, as a check after each event would.
+        try:
+            for event in events:
+                self._event(event)
+                if self.phase is StreamPhase.DONE:
+                    break
+        except ReplayLoopDetected as exc:
+            self._broken(exc)
+
+    def _broken(self, exc: ReplayLoopDetected) -> None:
+        """The breaker (SPEC §5): nothing more is sent."""
+        self.error = exc
+        self.phase = StreamPhase.DONE
 
     def _event(self, event: SSEEvent) -> None:
-        if event.data is None:
+        data = event.data
+        if data is None:
             self._output.out.append(encode_event(None, _kept_lines(event.other)))
             return
         try:
-            obj = orjson.loads(event.data)
+            obj = orjson.loads(data)
         except orjson.JSONDecodeError:
             obj = None
         if not isinstance(obj, dict):
             # SPEC §4: a data line that is not a JSON object becomes a comment, in place.
             self.non_json_events += 1
-            self._output.out.append(encode_comment(event.data, _kept_lines(event.other)))
+            self._output.out.append(encode_comment(data, _kept_lines(event.other)))
             return
         kind = obj.get("type")
         handler = _HANDLERS.get(kind if isinstance(kind, str) else "", AnthropicStream._passthrough)
-        self._guarded(lambda: handler(self, obj, event.data or b""))
-
-    def _guarded(self, step: Any) -> None:
-        try:
-            step()
-        except ReplayLoopDetected as exc:  # the breaker (SPEC §5): nothing more is sent
-            self.error = exc
-            self.phase = StreamPhase.DONE
+        handler(self, obj, data)
 
     # -- message-level events ------------------------------------------------------------------
 
