@@ -34,6 +34,7 @@ from proxy.anthropic.blocks import (
     followup_blocks,
     record_of,
 )
+from proxy.anthropic.framing import Event, EventReader
 from proxy.anthropic.output import RoundOutput
 from proxy.anthropic.texts import TextBlocks
 from proxy.anthropic.tools import ToolBlocks
@@ -42,7 +43,7 @@ from proxy.core.decide import ResponseIds
 from proxy.core.guard import Replay
 from proxy.core.notes import DeltaRepaired, Note
 from proxy.errors import ReplayLoopDetected
-from proxy.sse import SSEDecoder, SSEEvent, encode_comment, encode_event
+from proxy.sse import encode_comment, encode_event
 
 
 @dataclass(slots=True)
@@ -105,7 +106,7 @@ class AnthropicStream:
         carry: MessageCarry | None = None,
         text_tool_calls: bool = False,
     ):
-        self._decoder = SSEDecoder()
+        self._reader = EventReader()
         self.ids = ids
         self.continuation = carry is not None
         self._carry = carry or MessageCarry()
@@ -128,13 +129,13 @@ class AnthropicStream:
 
     def feed(self, data: bytes) -> list[bytes]:
         if self.phase is StreamPhase.STREAMING:
-            self._events(self._decoder.feed(data))
+            self._events(self._reader.feed(data))
         return self._output.take()
 
     def end(self) -> list[bytes]:
         """The upstream body ended cleanly: complete a message it left open."""
         if self.phase is StreamPhase.STREAMING:
-            self._events(self._decoder.end())
+            self._events(self._reader.end())
         if self.phase is StreamPhase.STREAMING:
             if self._started or self.continuation:
                 self.notes.append(DeltaRepaired(kind="message_stop", detail="added"))
@@ -149,12 +150,12 @@ class AnthropicStream:
         """See `RoundOutput.block_before_error` (the exchange asks before a loop error)."""
         return self._output.block_before_error()
 
-    def _events(self, events: list[SSEEvent]) -> None:
+    def _events(self, events: list[Event]) -> None:
         # One try for all of a read's events, not one per event: the breaker's exception
         # leaves the loop at the event that raised it, as a check after each event would.
         try:
-            for event in events:
-                self._event(event)
+            for data, other in events:
+                self._event(data, other)
                 if self.phase is StreamPhase.DONE:
                     break
         except ReplayLoopDetected as exc:
@@ -165,10 +166,9 @@ class AnthropicStream:
         self.error = exc
         self.phase = StreamPhase.DONE
 
-    def _event(self, event: SSEEvent) -> None:
-        data = event.data
+    def _event(self, data: bytes | None, other: tuple[bytes, ...]) -> None:
         if data is None:
-            self._output.out.append(encode_event(None, _kept_lines(event.other)))
+            self._output.out.append(encode_event(None, _kept_lines(other)))
             return
         try:
             obj = orjson.loads(data)
@@ -177,7 +177,7 @@ class AnthropicStream:
         if not isinstance(obj, dict):
             # SPEC §4: a data line that is not a JSON object becomes a comment, in place.
             self.non_json_events += 1
-            self._output.out.append(encode_comment(data, _kept_lines(event.other)))
+            self._output.out.append(encode_comment(data, _kept_lines(other)))
             return
         kind = obj.get("type")
         handler = _HANDLERS.get(kind if isinstance(kind, str) else "", AnthropicStream._passthrough)
