@@ -322,7 +322,9 @@ _HANDLERS = {
 def _key(obj: dict[str, Any]) -> object:
     """An event's block index as a key (an index no block can have, such as a list, is None)."""
     value = obj.get("index")
-    return value if isinstance(value, int | str) else None
+    return (
+        value if isinstance(value, (int, str)) else None
+    )  # a tuple: `int | str` is built per call
 
 
 def _kept_lines(other: tuple[bytes, ...]) -> tuple[bytes, ...]:

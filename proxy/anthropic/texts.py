@@ -13,7 +13,6 @@ from typing import Any
 from proxy.anthropic.blocks import TextBlock
 from proxy.anthropic.output import RoundOutput
 from proxy.anthropic.tools import ToolBlocks
-from proxy.anthropic.wire import encode_raw
 from proxy.core.textcalls import Segment, TextCallScanner
 
 
@@ -35,21 +34,27 @@ class TextBlocks:
 
     def delta(self, text: TextBlock, obj: dict[str, Any], raw: bytes) -> None:
         delta = obj.get("delta")
-        if isinstance(delta, dict) and delta.get("type") == "text_delta":
-            value = delta.get("text")
-            if isinstance(value, str) and value:
-                segments = text.scanner.feed(value)
-                if segments == [value] and _plain_text_event(obj, delta):
-                    self._open(text)
-                    if obj["index"] == text.index:
-                        # What `_segments` would write, as it came: no dict, no serialization.
-                        text.text.append(value)
-                        self._output.out.append(encode_raw("content_block_delta", raw))
-                        return
-                self._segments(text, segments)
+        if not isinstance(delta, dict) or delta.get("type") != "text_delta":
+            self._open(text)  # citations and other deltas: in the open text block
+            self._output.reindexed(obj, raw, text.index, "content_block_delta")
             return
-        self._open(text)  # citations and other deltas: in the open text block
-        self._output.reindexed(obj, raw, text.index, "content_block_delta")
+        value = delta.get("text")
+        if not isinstance(value, str) or not value:
+            return
+        if not text.scanner.passes(value):
+            segments = text.scanner.feed(value)
+            if segments != [value]:
+                self._segments(text, segments)
+                return
+        # Released whole and unchanged: `_segments` would write the event again as it came
+        # when it has nothing else and is at the client's index. Then it goes out as it came.
+        if _plain_text_event(obj, delta):
+            self._open(text)
+            if obj["index"] == text.index:
+                text.text.append(value)
+                self._output.out += (_DELTA_HEAD, raw, b"\n\n")  # joined once, with the rest
+                return
+        self._segments(text, [value])
 
     def close(self, text: TextBlock) -> None:
         self._segments(text, text.scanner.end())
@@ -76,6 +81,9 @@ class TextBlocks:
             text.text = []
             self._output.stop(text.index)
             text.index = -1
+
+
+_DELTA_HEAD = b"event: content_block_delta\ndata: "
 
 
 def _plain_text_event(obj: dict[str, Any], delta: dict[str, Any]) -> bool:

@@ -58,6 +58,20 @@ def test_the_shortcut_answers_each_feed_as_the_stages_do(pieces: list[str]) -> N
     assert fed(pieces) == expected
 
 
+@settings(max_examples=300, deadline=None)
+@given(pieces=PIECES)
+def test_text_that_passes_is_what_the_stages_release_whole(pieces: list[str]) -> None:
+    """`passes` feeds a piece only when the stages would release it whole, and unchanged."""
+    with mock.patch("proxy.core.textcalls.may_open", lambda text: True):  # never taken
+        expected = fed(pieces)
+    scanner = TextCallScanner(OFFERED)
+    got = [
+        ([piece] if piece else []) if scanner.passes(piece) else scanner.feed(piece)
+        for piece in pieces
+    ]
+    assert [*got, scanner.end()] == expected
+
+
 def test_the_shortcut_is_taken_for_plain_text_after_the_first_character() -> None:
     scanner = TextCallScanner(OFFERED)
     assert scanner.feed("Hello") == ["Hello"] and not scanner.holding
