@@ -154,7 +154,11 @@ class AnthropicStream:
         # One try for all of a read's events, not one per event: the breaker's exception
         # leaves the loop at the event that raised it, as a check after each event would.
         try:
+            texts = self._texts
             for data, other in events:
+                # A scanned text block's plain deltas are taken from their bytes, unparsed.
+                if texts.lane is not None and data is not None and texts.as_came(data):
+                    continue
                 self._event(data, other)
                 if self.phase is StreamPhase.DONE:
                     break

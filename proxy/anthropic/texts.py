@@ -8,6 +8,7 @@ opens a new text block. Each client text block is recorded whole for a follow-up
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from proxy.anthropic.blocks import TextBlock
@@ -19,12 +20,16 @@ from proxy.core.textcalls import Segment, TextCallScanner
 class TextBlocks:
     """Starts, deltas and closes of scanned text blocks."""
 
-    __slots__ = ("_offered", "_output", "_tools")
+    __slots__ = ("_lane_head", "_offered", "_output", "_tools", "lane")
 
     def __init__(self, offered: frozenset[str], output: RoundOutput, tools: ToolBlocks) -> None:
         self._offered = offered
         self._output = output
         self._tools = tools
+        # The text block whose client block is open (None: none is), and how a plain text
+        # delta at its client index begins: see `as_came`.
+        self.lane: TextBlock | None = None
+        self._lane_head = b""
 
     def start(self, block: dict[str, Any]) -> TextBlock:
         text = TextBlock(TextCallScanner(self._offered), {**block, "text": ""})
@@ -70,12 +75,44 @@ class TextBlocks:
                 self._close(text)
                 self._tools.recovered(segment)
 
+    def as_came(self, data: bytes) -> bool:
+        """Take an upstream event that is a plain text delta of the lane's block from its bytes
+        alone, without parsing it; False (nothing done) when `delta` must decide.
+
+        Such an event is `{"type":"content_block_delta","index":N,"delta":{"type":
+        "text_delta","text":"..."}}` exactly as the lane's prefix and the end `"}}` spell it,
+        with a text of valid UTF-8 without quotes, backslashes or control characters: then it
+        is that JSON object and that text, with no other key, at the block's index, and
+        `delta` would send it on as it came if the scanner passes the text whole. So does
+        this (the tests hold it to `delta`'s answer)."""
+        text = self.lane
+        if text is None or not data.startswith(self._lane_head) or data[-3:] != b'"}}':
+            return False
+        body = data[len(self._lane_head) : -3]
+        if not body or _NOT_PLAIN.search(body) is not None:
+            return False
+        try:
+            value = body.decode()
+        except UnicodeDecodeError:
+            return False
+        if not text.scanner.passes(value):
+            return False
+        text.text.append(value)
+        self._output.out += (_DELTA_HEAD, data, b"\n\n")
+        return True
+
     def _open(self, text: TextBlock) -> None:
         if text.index < 0:
             text.index = self._output.take_index()
             self._output.start(text.index, text.start)
+            # The stream has one block open at a time, so a delta at any index reaches this
+            # one while it is open: its lane is the deltas at the client's index.
+            self.lane = text
+            self._lane_head = _LANE_HEAD % text.index
 
     def _close(self, text: TextBlock) -> None:
+        if self.lane is text:
+            self.lane = None
         if text.index >= 0:
             self._output.records.append({**text.start, "text": "".join(text.text)})
             text.text = []
@@ -84,6 +121,9 @@ class TextBlocks:
 
 
 _DELTA_HEAD = b"event: content_block_delta\ndata: "
+_LANE_HEAD = b'{"type":"content_block_delta","index":%d,"delta":{"type":"text_delta","text":"'
+# What a JSON string's text may not hold as it is (a quote ends it, a backslash escapes).
+_NOT_PLAIN = re.compile(rb'["\\\x00-\x1f]')
 
 
 def _plain_text_event(obj: dict[str, Any], delta: dict[str, Any]) -> bool:

@@ -4,7 +4,11 @@ same message either way (SPEC §8)."""
 
 from __future__ import annotations
 
+import json
+from unittest import mock
+
 import orjson
+import pytest
 from anthropic_wire import (
     assistant,
     end,
@@ -19,7 +23,12 @@ from anthropic_wire import (
     tool,
     tool_use,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from proxy.anthropic.exchange import AnthropicExchange
+from proxy.anthropic.texts import TextBlocks
+from proxy.chat.exchange import RouteRules
 from proxy.core.ids import mint_client_id
 
 JSON = dict[str, object]
@@ -128,3 +137,118 @@ def test_plain_text_deltas_are_recorded_for_a_follow_up() -> None:
     assert asked["content"][0] == {"type": "text", "text": "plain words"}
     content = got.read().message["content"]
     assert [b["text"] for b in content] == ["plain words", "done"]
+
+
+# -- text deltas taken from their bytes, against the parse ----------------------------------
+
+LANE_PREFIX = b'{"type":"content_block_delta","index":%d,"delta":{"type":"text_delta","text":"'
+TEXTS = st.one_of(
+    st.text(max_size=8),
+    st.sampled_from(["<", "[", "[TOOL", "<tool_call>", '"', "\\", "\n", "\x00", "é", "\u2028"]),
+)
+# Bodies written between the lane's quotes as bytes: escapes, invalid UTF-8, raw controls.
+BODIES = st.lists(
+    st.sampled_from(
+        [b"a", b" ", b"\\u003c", b"\\n", b'\\"', b"\xc3\xa9", b"\xff", b"\xed\xa0\x80", b"\x01"]
+    ),
+    max_size=4,
+).map(b"".join)
+
+
+ENDS = st.sampled_from([b'"}}', b'"}}', b'"} }', b"}}", b'"}', b'"}}}'])
+
+
+@st.composite
+def text_delta_events(draw: st.DrawFn, key: int, index: int) -> bytes:
+    """A delta for the block open upstream at `key`, which the client knows as `index`."""
+    kind = draw(st.integers(0, 4))
+    at = draw(st.sampled_from([key, index, index, key + 1, 0]))
+    if kind == 0:  # as an upstream writes them
+        return delta_event(at, {"type": "text_delta", "text": draw(TEXTS)})
+    if kind == 1:  # written by hand between the quotes, ended in any way
+        return b"data: " + LANE_PREFIX % at + draw(BODIES) + draw(ENDS) + b"\n\n"
+    if kind == 2:  # with spaces, or an extra key
+        data = {"type": "content_block_delta", "index": at}
+        delta = {"type": "text_delta", "text": draw(TEXTS)}
+        if draw(st.booleans()):
+            delta["x"] = 1
+        body = json.dumps({**data, "delta": delta}).encode()
+        return b"event: content_block_delta\ndata: " + body + b"\n\n"
+    if kind == 3:
+        return ev({"type": "ping"})
+    return delta_event(at, {"type": "citations_delta", "citation": {"cited_text": "c"}})
+
+
+@st.composite
+def text_streams(draw: st.DrawFn) -> bytes:
+    """Text and thinking blocks in any order, at their own upstream indexes or drifted ones,
+    each with deltas of every shape (the stop, too, may be missing)."""
+    out = [start()]
+    for index in range(draw(st.integers(1, 4))):
+        key = draw(st.sampled_from([index, index, index + 2]))
+        if draw(st.booleans()):
+            block = {"type": "thinking", "thinking": "", "signature": ""}
+            out.append(ev({"type": "content_block_start", "index": key, "content_block": block}))
+        else:
+            out.append(text_start(key))
+        out += draw(st.lists(text_delta_events(key, index), max_size=8))
+        if draw(st.booleans()):
+            out.append(ev({"type": "content_block_stop", "index": key}))
+    # A replay ends the round: its follow-up repeats the text blocks as they were recorded.
+    out.append(tool(draw(st.integers(5, 9)), "functions.Bash:0", "Bash", LS))
+    return b"".join(out) + end()
+
+
+MINTED = mint_client_id(1, 0, "abcd", "functions.Bash:0", "toolu_")
+HISTORY = [assistant(tool_use(MINTED, "Bash", LS)), results(MINTED)]
+FINAL = start("msg_final") + text(0, "done") + end("end_turn")
+
+
+def _outcome(upstream: bytes, read_size: int) -> tuple[object, ...]:
+    got = run(request(*HISTORY), [upstream, FINAL], read_size=read_size)
+    assert got.exchange is not None
+    return got.client, got.followups, got.exchange.report()
+
+
+@settings(max_examples=500, deadline=None)
+@given(upstream=text_streams(), read_size=st.sampled_from([7, 64, 16384]))
+def test_deltas_taken_from_their_bytes_give_what_their_parse_gives(
+    upstream: bytes, read_size: int
+) -> None:
+    with mock.patch.object(TextBlocks, "as_came", lambda self, data: False):
+        expected = _outcome(upstream, read_size)
+    assert _outcome(upstream, read_size) == expected
+
+
+def test_plain_deltas_after_the_first_are_not_parsed() -> None:
+    """The first text opens the client block (parsed); the ones after it skip the parse."""
+    exchange = AnthropicExchange(request(), b"{}", RouteRules())
+    exchange.begin_round(stream=True)
+    exchange.feed(start() + text(0, "plain ", stop=False))
+    with mock.patch.object(TextBlocks, "delta", side_effect=AssertionError("parsed")):
+        [sent] = exchange.feed(delta_event(0, {"type": "text_delta", "text": "words"}))
+    assert sent == delta_event(0, {"type": "text_delta", "text": "words"})
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"abc",  # plain: taken from its bytes
+        b"a\\u003cb",  # an escaped `<`: a marker may start
+        b"line\\nbreak",  # an escape: the text is not the bytes
+        b'say \\"hi\\"',
+        b"\x01",  # a raw control character: not JSON
+        b"\xff",  # not UTF-8: not JSON
+        b"\xed\xa0\x80",  # an encoded surrogate: not UTF-8
+        b"",  # no text
+        b"<tool_call>",  # markup
+    ],
+)
+@pytest.mark.parametrize("ending", [b'"}}', b'"} }', b"}}", b'"}}}', b'"},"x":1}'])
+def test_a_delta_after_the_first_is_sent_as_its_parse_says(body: bytes, ending: bytes) -> None:
+    data = LANE_PREFIX % 0 + body + ending
+    upstream = start() + text(0, "plain ", stop=False) + b"data: " + data + b"\n\n"
+    upstream += text(1, "next") + tool(2, "functions.Bash:0", "Bash", LS) + end()
+    with mock.patch.object(TextBlocks, "as_came", lambda self, data: False):
+        expected = _outcome(upstream, 16384)
+    assert _outcome(upstream, 16384) == expected
