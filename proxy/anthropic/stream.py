@@ -38,7 +38,7 @@ from proxy.anthropic.framing import Event, EventReader
 from proxy.anthropic.output import RoundOutput
 from proxy.anthropic.texts import TextBlocks
 from proxy.anthropic.tools import ToolBlocks
-from proxy.anthropic.wire import encode, encode_raw
+from proxy.anthropic.wire import at_index, encode, encode_raw
 from proxy.core.decide import ResponseIds
 from proxy.core.guard import Replay
 from proxy.core.notes import DeltaRepaired, Note
@@ -241,7 +241,7 @@ class AnthropicStream:
         kind = obj.get("type")
         block = self._open.get(_key(obj)) if "index" in obj else None
         out = self._output.out
-        if isinstance(block, PassBlock) and block.index != obj.get("index"):
+        if isinstance(block, PassBlock) and not at_index(obj, block.index):
             out.append(encode({**obj, "index": block.index}))
         elif isinstance(kind, str):
             out.append(encode_raw(kind, raw))

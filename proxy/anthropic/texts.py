@@ -14,6 +14,7 @@ from typing import Any
 from proxy.anthropic.blocks import TextBlock
 from proxy.anthropic.output import RoundOutput
 from proxy.anthropic.tools import ToolBlocks
+from proxy.anthropic.wire import data_lines
 from proxy.core.textcalls import Segment, TextCallScanner
 
 
@@ -57,7 +58,8 @@ class TextBlocks:
             self._open(text)
             if obj["index"] == text.index:
                 text.text.append(value)
-                self._output.out += (_DELTA_HEAD, raw, b"\n\n")  # joined once, with the rest
+                # joined once, with the rest
+                self._output.out += (_DELTA_HEAD, data_lines(raw), b"\n\n")
                 return
         self._segments(text, [value])
 
