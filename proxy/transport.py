@@ -77,6 +77,12 @@ class _Connection(asyncio.Protocol):
         self.on_body = self.chunks.append
         self._parser = httptools.HttpResponseParser(self)
         self._waiter: asyncio.Future[None] | None = None
+        # The read timeout, kept lazily (see `wait`): the current wait's deadline and what it
+        # waits for, and the one timer that checks it, with the loop time it is due at.
+        self._deadline: float | None = None
+        self._waiting_for = ""
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
         self._paused = False
         self._reset()
 
@@ -162,6 +168,9 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._registry.discard(self)
+        if self._timer is not None:  # it would keep this connection alive until it is due
+            self._timer.cancel()
+            self._timer = None
         if self.active and not self.complete and self.error is None:
             if not self.head_done:
                 self.error = (
@@ -279,22 +288,52 @@ class _Connection(asyncio.Protocol):
         return data
 
     async def wait(self, timeout: float | None, what: str) -> None:
-        """Until something arrives, the response ends or fails; ReadTimeout after `timeout`."""
-        waiter = self._waiter = self.loop.create_future()
-        timer = None
+        """Until something arrives, the response ends or fails; ReadTimeout after `timeout`.
+
+        The timeout is a deadline the connection's one timer checks, not a timer per wait:
+        a small request waits twice (head, body), and arming and cancelling a loop timer for
+        each cost more than the rest of the wait. A timer due before the deadline (armed by an
+        earlier wait) finds it not reached and is armed again for it."""
+        loop = self.loop
+        waiter = self._waiter = loop.create_future()
         if timeout is not None:
-            timer = self.loop.call_later(timeout, _expire, waiter, what)
+            deadline = self._deadline = loop.time() + timeout
+            self._waiting_for = what
+            if self._timer is None or self._timer_at > deadline:
+                self._arm(deadline)
         try:
             await waiter
         finally:
-            self._waiter = None
-            if timer is not None:
-                timer.cancel()
+            self._waiter = self._deadline = None
+
+    def _arm(self, at: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = self.loop.call_at(at, self._check_deadline)
+
+    def _check_deadline(self) -> None:
+        self._timer = None
+        deadline, waiter = self._deadline, self._waiter
+        if deadline is None or waiter is None:
+            return  # nobody waits: the next wait arms the timer again
+        if self.loop.time() + _TIMER_SLACK >= deadline:
+            _expire(waiter, self._waiting_for)
+        else:
+            self._arm(deadline)
 
     def abort(self) -> None:
         self.closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self.transport is not None:
             self.transport.abort()
+
+
+# A loop timer may fire this much before its time (libuv counts milliseconds): a deadline
+# that close is reached, or the timer would be armed again for what is left, and again.
+_TIMER_SLACK = 0.001
 
 
 def _expire(waiter: asyncio.Future[None], what: str) -> None:
@@ -302,7 +341,7 @@ def _expire(waiter: asyncio.Future[None], what: str) -> None:
         waiter.set_exception(httpx.ReadTimeout(f"no {what} within the read timeout"))
 
 
-class _ResponseBody(httpx.AsyncByteStream):
+class ResponseBody(httpx.AsyncByteStream):
     def __init__(
         self,
         pool: HttptoolsTransport,
@@ -326,6 +365,26 @@ class _ResponseBody(httpx.AsyncByteStream):
                     raise conn.error
                 elif conn.complete:
                     return
+                else:
+                    await conn.wait(self._read_timeout, "response body bytes")
+        except httpx.RequestError as exc:
+            if self._request is not None:
+                exc.request = self._request
+            raise
+
+    async def read(self) -> bytes:
+        """The whole body, as `__aiter__` would hand it on, joined: for a body read before it
+        is used (a whole message), without an async generator's creation, hooks and close."""
+        conn = self._conn
+        parts: list[bytes] = []
+        try:
+            while True:
+                if conn.chunks:
+                    parts.append(conn.take())
+                elif conn.error is not None:
+                    raise conn.error
+                elif conn.complete:
+                    return parts[0] if len(parts) == 1 else b"".join(parts)
                 else:
                     await conn.wait(self._read_timeout, "response body bytes")
         except httpx.RequestError as exc:
@@ -416,7 +475,7 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
             except BaseException:
                 conn.abort()
                 raise
-            body_stream = _ResponseBody(self, conn, request, read_timeout)
+            body_stream = ResponseBody(self, conn, request, read_timeout)
             return RawResponse(conn.status, conn.headers, body_stream)
         raise AssertionError("unreachable")  # pragma: no cover
 

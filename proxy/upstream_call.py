@@ -16,6 +16,7 @@ import httpx
 
 from proxy.asgi import Send
 from proxy.errors import UpstreamStreamError
+from proxy.transport import ResponseBody
 from proxy.upstream import UpstreamClient, map_upstream_errors
 
 Headers = list[tuple[bytes, bytes]]
@@ -52,6 +53,18 @@ class UpstreamResponse:
 
     def content_type(self) -> str:
         return (self.header(b"content-type") or b"").decode("latin-1")
+
+    async def read(self) -> bytes:
+        """The whole body, decoded, failures unmapped: from the proxy's transport in one call
+        (no async generator to make, hook and close, as `chunks` iterated would be)."""
+        stream = self._stream
+        if type(stream) is ResponseBody and self._identity():
+            return await stream.read()
+        return b"".join([chunk async for chunk in self.chunks(decoded=True)])
+
+    def _identity(self) -> bool:
+        encoding = self.header(b"content-encoding")
+        return encoding is None or encoding == b"identity"
 
     def chunks(self, *, decoded: bool) -> AsyncIterable[bytes]:
         """The body's source, failures unmapped (`iter_body` maps them)."""
