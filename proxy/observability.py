@@ -341,6 +341,23 @@ def log_decisions(request_id: str, notes: Iterable[Note]) -> None:
             )
 
 
+# The request line's keys in their order, and the values it starts with.
+_REQUEST_LINE: dict[str, Any] = {
+    "ts": 0.0,
+    "level": "info",
+    "msg": "request",
+    "request_id": "",
+    "route": "",
+    "method": "",
+    "path": "",
+    "ids_rewritten": 0,
+    "calls_dropped": 0,
+    "repairs": 0,
+    "replays_answered": 0,
+    "breaker": False,
+}
+
+
 class RequestLog:
     """Accumulates one request's facts and writes them as one JSON line at the end."""
 
@@ -350,21 +367,13 @@ class RequestLog:
         self.started = time.perf_counter()
         self.ttfb: float | None = None
         self.ended: float | None = None
-        # The line itself (see log_info): its `ts` is set when it is written.
-        self.fields: dict[str, Any] = {
-            "ts": 0.0,
-            "level": "info",
-            "msg": "request",
-            "request_id": request_id,
-            "route": route,
-            "method": method,
-            "path": path,
-            "ids_rewritten": 0,
-            "calls_dropped": 0,
-            "repairs": 0,
-            "replays_answered": 0,
-            "breaker": False,
-        }
+        # The line itself (see log_info): its `ts` is set when it is written. A copy of the
+        # line's start with four values set costs about half of a dict display of it.
+        self.fields = fields = _REQUEST_LINE.copy()
+        fields["request_id"] = request_id
+        fields["route"] = route
+        fields["method"] = method
+        fields["path"] = path
 
     def mark_first_byte(self) -> None:
         if self.ttfb is None:
