@@ -341,6 +341,13 @@ def _expire(waiter: asyncio.Future[None], what: str) -> None:
         waiter.set_exception(httpx.ReadTimeout(f"no {what} within the read timeout"))
 
 
+class _Wait:
+    """ResponseBody._ready's answer when nothing has arrived yet."""
+
+
+_WAIT = _Wait()
+
+
 class ResponseBody(httpx.AsyncByteStream):
     def __init__(
         self,
@@ -356,7 +363,7 @@ class ResponseBody(httpx.AsyncByteStream):
         self._released = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        conn = self._conn
+        conn = self._conn  # _ready() inlined: a stream's hot path
         try:
             while True:
                 if conn.chunks:
@@ -368,29 +375,38 @@ class ResponseBody(httpx.AsyncByteStream):
                 else:
                     await conn.wait(self._read_timeout, "response body bytes")
         except httpx.RequestError as exc:
-            if self._request is not None:
-                exc.request = self._request
+            self._name(exc)
             raise
 
     async def read(self) -> bytes:
         """The whole body, as `__aiter__` would hand it on, joined: for a body read before it
         is used (a whole message), without an async generator's creation, hooks and close."""
-        conn = self._conn
         parts: list[bytes] = []
         try:
-            while True:
-                if conn.chunks:
-                    parts.append(conn.take())
-                elif conn.error is not None:
-                    raise conn.error
-                elif conn.complete:
-                    return parts[0] if len(parts) == 1 else b"".join(parts)
+            while (data := self._ready()) is not None:
+                if isinstance(data, _Wait):
+                    await self._conn.wait(self._read_timeout, "response body bytes")
                 else:
-                    await conn.wait(self._read_timeout, "response body bytes")
+                    parts.append(data)
         except httpx.RequestError as exc:
-            if self._request is not None:
-                exc.request = self._request
+            self._name(exc)
             raise
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _ready(self) -> bytes | _Wait | None:
+        """What arrived and was not read yet; _WAIT when nothing has; None at the end. A plain
+        function, not a coroutine: the two readers above await the wait themselves."""
+        conn = self._conn
+        if conn.chunks:
+            return conn.take()
+        if conn.error is not None:
+            raise conn.error
+        return None if conn.complete else _WAIT
+
+    def _name(self, exc: httpx.RequestError) -> None:
+        """Failures name the request when there is one (as httpx's own transport's do)."""
+        if self._request is not None:
+            exc.request = self._request
 
     async def aclose(self) -> None:
         if not self._released:
