@@ -198,6 +198,7 @@ def with_request_id(
     headers: list[tuple[bytes, bytes]], request_id: str
 ) -> list[tuple[bytes, bytes]]:
     """Return our request id unless the upstream named its own (kept unchanged, SPEC §6)."""
-    if any(name.lower() == b"x-request-id" for name, _ in headers):
-        return headers
+    for name, _ in headers:  # a loop, not any() over a generator: this runs per response
+        if name.lower() == b"x-request-id":
+            return headers
     return [*headers, (b"x-request-id", request_id.encode())]

@@ -221,27 +221,14 @@ class ExchangeHandler:
         writer: ClientWriter,
         response: UpstreamResponse,
     ) -> OpenFollowup | None:
-        """One upstream body through the exchange; the follow-up it asks for, if any.
-
-        The body's source is read here, under the upstream error mapping, rather than through
-        `iter_body`: an async generator more per round cost a hook call and an entry in the
-        loop's WeakSet of them, and a generator step per read (the exchange's errors and the
-        writer's are no httpx errors, so the mapping leaves them alone)."""
-        chunks = response.chunks(decoded=True).__aiter__()
+        """One upstream body through the exchange; the follow-up it asks for, if any. The
+        body is read under the upstream error mapping (the exchange's errors and the writer's
+        are no httpx errors, so the mapping leaves them alone)."""
         try:
-            with map_upstream_errors(streaming_body=True):
-                async for chunk in chunks:
-                    events = exchange.feed(chunk) if chunk else None
-                    if not events:
-                        continue
-                    if len(events) == 1 and type(first := events[0]) is bytes:
-                        await writer.write(first)  # the hot path: a stream goes on
-                        continue
-                    if (step := await self._act(req, writer, events)) is not None:
-                        await _drain(chunks)  # the rest is not needed; read it for the pool
-                        return step if isinstance(step, OpenFollowup) else None
-                await response.aclose()  # the body ended: its connection goes back now
-            step = await self._act(req, writer, exchange.end())
+            if writer.streaming:
+                step = await self._stream_round(req, exchange, writer, response)
+            else:
+                step = await self._message_round(req, exchange, writer, response)
             return step if isinstance(step, OpenFollowup) else None
         except SSEFramingError as exc:
             await self._fail(req, writer, UpstreamStreamError(str(exc)))
@@ -259,10 +246,52 @@ class ExchangeHandler:
                     code="proxy_internal_error",
                 ),
             )
+        return None
+
+    async def _stream_round(
+        self,
+        req: ExchangeRequest,
+        exchange: Exchange,
+        writer: ClientWriter,
+        response: UpstreamResponse,
+    ) -> OpenFollowup | _RoundOver | None:
+        """A stream's body, fed as it arrives. Its source is read here rather than through
+        `iter_body`: an async generator more per round cost a hook call and an entry in the
+        loop's WeakSet of them, and a generator step per read."""
+        chunks = response.chunks(decoded=True).__aiter__()
+        try:
+            with map_upstream_errors(streaming_body=True):
+                async for chunk in chunks:
+                    events = exchange.feed(chunk) if chunk else None
+                    if not events:
+                        continue
+                    if len(events) == 1 and type(first := events[0]) is bytes:
+                        await writer.write(first)  # the hot path: a stream goes on
+                        continue
+                    if (step := await self._act(req, writer, events)) is not None:
+                        await _drain(chunks)  # the rest is not needed; read it for the pool
+                        return step
+                await response.aclose()  # the body ended: its connection goes back now
+            return await self._act(req, writer, exchange.end())
         finally:
             if isinstance(chunks, AsyncGeneratorType):
                 await chunks.aclose()
-        return None
+
+    async def _message_round(
+        self,
+        req: ExchangeRequest,
+        exchange: Exchange,
+        writer: ClientWriter,
+        response: UpstreamResponse,
+    ) -> OpenFollowup | _RoundOver | None:
+        """A whole message: read to its end (the exchange answers only then), then fed once."""
+        with map_upstream_errors(streaming_body=True):
+            body = await response.read()
+        await response.aclose()  # its connection goes back before the answer is worked on
+        events = exchange.feed(body) if body else None
+        if events and (step := await self._act(req, writer, events)) is not None:
+            return step
+        return await self._act(req, writer, exchange.end())
 
     async def _act(
         self, req: ExchangeRequest, writer: ClientWriter, events: list[ExchangeEvent]

@@ -238,8 +238,9 @@ class JsonLineHandler(logging.StreamHandler):  # type: ignore[type-arg]
     formatting cost about 50K instructions, the line itself about 10K (bench.inprocess).
     """
 
-    def write_info(self, msg: str, fields: dict[str, Any]) -> None:
-        entry = {"ts": round(time.time(), 3), "level": "info", "msg": msg, **fields}
+    def write_entry(self, entry: dict[str, Any]) -> None:
+        """Write a line given as the dict JsonFormatter would make of its record: `ts`,
+        `level` and `msg` first, then the fields (RequestLog keeps its line in that shape)."""
         if self.terminator == "\n":  # orjson ends the line: no second copy of it
             line = orjson.dumps(entry, default=str, option=orjson.OPT_APPEND_NEWLINE).decode()
         else:
@@ -247,8 +248,17 @@ class JsonLineHandler(logging.StreamHandler):  # type: ignore[type-arg]
         stream = self.stream
         with self.lock:  # type: ignore[union-attr]  # created by Handler.__init__
             stream.write(line)
-            if hasattr(stream, "flush"):  # StreamHandler.flush, without its second locking
-                stream.flush()
+            try:  # StreamHandler.flush, without its second locking
+                flush = stream.flush
+            except AttributeError:
+                return
+            flush()
+
+
+def _thousandths(value: float) -> float:
+    """`round(value, 3)` for the log's non-negative times, without its decimal conversion
+    (round() formats and parses the number: about 3,500 instructions against 1,500)."""
+    return int(value * 1000 + 0.5) / 1000
 
 
 def _sole_handler() -> JsonLineHandler | None:
@@ -267,17 +277,25 @@ def _sole_handler() -> JsonLineHandler | None:
     return handler
 
 
-def log_info(msg: str, fields: dict[str, Any]) -> None:
-    """`LOGGER.info(msg, extra={"fields": fields})`, straight to the configured handler when
-    that is where the record would go (and only there)."""
+# The keys every JSON line starts with (JsonFormatter's), in their order.
+_LINE_HEAD = ("ts", "level", "msg")
+
+
+def log_info(entry: dict[str, Any]) -> None:
+    """`LOGGER.info(msg, extra={"fields": fields})` for a line kept as JsonFormatter's dict
+    (`ts`, `level` and `msg`, then the fields): written straight to the configured handler
+    when that is where the record would go (and only there), without a record and without
+    copying the fields into a new dict behind the three (the copy cost as much as the JSON)."""
     handler = _sole_handler()
     if handler is not None:
+        entry["ts"] = _thousandths(time.time())
         try:
-            handler.write_info(msg, fields)
+            handler.write_entry(entry)
             return
         except Exception:  # the record's way reports it (handleError)
             pass
-    LOGGER.info(msg, extra={"fields": fields})
+    fields = {key: value for key, value in entry.items() if key not in _LINE_HEAD}
+    LOGGER.info(entry["msg"], extra={"fields": fields})
 
 
 def configure_logging(level: str) -> None:
@@ -323,6 +341,23 @@ def log_decisions(request_id: str, notes: Iterable[Note]) -> None:
             )
 
 
+# The request line's keys in their order, and the values it starts with.
+_REQUEST_LINE: dict[str, Any] = {
+    "ts": 0.0,
+    "level": "info",
+    "msg": "request",
+    "request_id": "",
+    "route": "",
+    "method": "",
+    "path": "",
+    "ids_rewritten": 0,
+    "calls_dropped": 0,
+    "repairs": 0,
+    "replays_answered": 0,
+    "breaker": False,
+}
+
+
 class RequestLog:
     """Accumulates one request's facts and writes them as one JSON line at the end."""
 
@@ -332,17 +367,13 @@ class RequestLog:
         self.started = time.perf_counter()
         self.ttfb: float | None = None
         self.ended: float | None = None
-        self.fields: dict[str, Any] = {
-            "request_id": request_id,
-            "route": route,
-            "method": method,
-            "path": path,
-            "ids_rewritten": 0,
-            "calls_dropped": 0,
-            "repairs": 0,
-            "replays_answered": 0,
-            "breaker": False,
-        }
+        # The line itself (see log_info): its `ts` is set when it is written. A copy of the
+        # line's start with four values set costs about half of a dict display of it.
+        self.fields = fields = _REQUEST_LINE.copy()
+        fields["request_id"] = request_id
+        fields["route"] = route
+        fields["method"] = method
+        fields["path"] = path
 
     def mark_first_byte(self) -> None:
         if self.ttfb is None:
@@ -369,8 +400,8 @@ class RequestLog:
         if stream is not None:
             self.fields["stream"] = stream
         self.fields["status"] = status
-        self.fields["duration_ms"] = round(duration * 1000, 3)
+        self.fields["duration_ms"] = _thousandths(duration * 1000)
         if self.ttfb is not None:
-            self.fields["ttfb_ms"] = round(self.ttfb * 1000, 3)
-        log_info("request", self.fields)
+            self.fields["ttfb_ms"] = _thousandths(self.ttfb * 1000)
+        log_info(self.fields)
         return duration

@@ -77,6 +77,12 @@ class _Connection(asyncio.Protocol):
         self.on_body = self.chunks.append
         self._parser = httptools.HttpResponseParser(self)
         self._waiter: asyncio.Future[None] | None = None
+        # The read timeout, kept lazily (see `wait`): the current wait's deadline and what it
+        # waits for, and the one timer that checks it, with the loop time it is due at.
+        self._deadline: float | None = None
+        self._waiting_for = ""
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
         self._paused = False
         self._reset()
 
@@ -162,6 +168,9 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._registry.discard(self)
+        if self._timer is not None:  # it would keep this connection alive until it is due
+            self._timer.cancel()
+            self._timer = None
         if self.active and not self.complete and self.error is None:
             if not self.head_done:
                 self.error = (
@@ -279,22 +288,52 @@ class _Connection(asyncio.Protocol):
         return data
 
     async def wait(self, timeout: float | None, what: str) -> None:
-        """Until something arrives, the response ends or fails; ReadTimeout after `timeout`."""
-        waiter = self._waiter = self.loop.create_future()
-        timer = None
+        """Until something arrives, the response ends or fails; ReadTimeout after `timeout`.
+
+        The timeout is a deadline the connection's one timer checks, not a timer per wait:
+        a small request waits twice (head, body), and arming and cancelling a loop timer for
+        each cost more than the rest of the wait. A timer due before the deadline (armed by an
+        earlier wait) finds it not reached and is armed again for it."""
+        loop = self.loop
+        waiter = self._waiter = loop.create_future()
         if timeout is not None:
-            timer = self.loop.call_later(timeout, _expire, waiter, what)
+            deadline = self._deadline = loop.time() + timeout
+            self._waiting_for = what
+            if self._timer is None or self._timer_at > deadline:
+                self._arm(deadline)
         try:
             await waiter
         finally:
-            self._waiter = None
-            if timer is not None:
-                timer.cancel()
+            self._waiter = self._deadline = None
+
+    def _arm(self, at: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = self.loop.call_at(at, self._check_deadline)
+
+    def _check_deadline(self) -> None:
+        self._timer = None
+        deadline, waiter = self._deadline, self._waiter
+        if deadline is None or waiter is None:
+            return  # nobody waits: the next wait arms the timer again
+        if self.loop.time() + _TIMER_SLACK >= deadline:
+            _expire(waiter, self._waiting_for)
+        else:
+            self._arm(deadline)
 
     def abort(self) -> None:
         self.closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self.transport is not None:
             self.transport.abort()
+
+
+# A loop timer may fire this much before its time (libuv counts milliseconds): a deadline
+# that close is reached, or the timer would be armed again for what is left, and again.
+_TIMER_SLACK = 0.001
 
 
 def _expire(waiter: asyncio.Future[None], what: str) -> None:
@@ -302,7 +341,14 @@ def _expire(waiter: asyncio.Future[None], what: str) -> None:
         waiter.set_exception(httpx.ReadTimeout(f"no {what} within the read timeout"))
 
 
-class _ResponseBody(httpx.AsyncByteStream):
+class _Wait:
+    """ResponseBody._ready's answer when nothing has arrived yet."""
+
+
+_WAIT = _Wait()
+
+
+class ResponseBody(httpx.AsyncByteStream):
     def __init__(
         self,
         pool: HttptoolsTransport,
@@ -317,7 +363,7 @@ class _ResponseBody(httpx.AsyncByteStream):
         self._released = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        conn = self._conn
+        conn = self._conn  # _ready() inlined: a stream's hot path
         try:
             while True:
                 if conn.chunks:
@@ -329,9 +375,38 @@ class _ResponseBody(httpx.AsyncByteStream):
                 else:
                     await conn.wait(self._read_timeout, "response body bytes")
         except httpx.RequestError as exc:
-            if self._request is not None:
-                exc.request = self._request
+            self._name(exc)
             raise
+
+    async def read(self) -> bytes:
+        """The whole body, as `__aiter__` would hand it on, joined: for a body read before it
+        is used (a whole message), without an async generator's creation, hooks and close."""
+        parts: list[bytes] = []
+        try:
+            while (data := self._ready()) is not None:
+                if isinstance(data, _Wait):
+                    await self._conn.wait(self._read_timeout, "response body bytes")
+                else:
+                    parts.append(data)
+        except httpx.RequestError as exc:
+            self._name(exc)
+            raise
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _ready(self) -> bytes | _Wait | None:
+        """What arrived and was not read yet; _WAIT when nothing has; None at the end. A plain
+        function, not a coroutine: the two readers above await the wait themselves."""
+        conn = self._conn
+        if conn.chunks:
+            return conn.take()
+        if conn.error is not None:
+            raise conn.error
+        return None if conn.complete else _WAIT
+
+    def _name(self, exc: httpx.RequestError) -> None:
+        """Failures name the request when there is one (as httpx's own transport's do)."""
+        if self._request is not None:
+            exc.request = self._request
 
     async def aclose(self) -> None:
         if not self._released:
@@ -416,7 +491,7 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
             except BaseException:
                 conn.abort()
                 raise
-            body_stream = _ResponseBody(self, conn, request, read_timeout)
+            body_stream = ResponseBody(self, conn, request, read_timeout)
             return RawResponse(conn.status, conn.headers, body_stream)
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -16,6 +16,7 @@ import httpx
 
 from proxy.asgi import Send
 from proxy.errors import UpstreamStreamError
+from proxy.transport import ResponseBody
 from proxy.upstream import UpstreamClient, map_upstream_errors
 
 Headers = list[tuple[bytes, bytes]]
@@ -24,7 +25,7 @@ Headers = list[tuple[bytes, bytes]]
 class UpstreamResponse:
     """An upstream answer: status, headers as received (raw names and values) and the body."""
 
-    __slots__ = ("_response", "_stream", "headers", "status_code")
+    __slots__ = ("_encoding", "_response", "_stream", "_type", "headers", "status_code")
 
     def __init__(
         self,
@@ -37,6 +38,8 @@ class UpstreamResponse:
         self.headers = headers
         self._stream = stream  # the transport's body stream (no httpx.Response)
         self._response = response  # or httpx's response, from any other client
+        self._type: bytes | None = None  # content-type and content-encoding, once looked up
+        self._encoding: bytes | None = None
 
     @classmethod
     def of(cls, response: httpx.Response) -> UpstreamResponse:
@@ -51,12 +54,41 @@ class UpstreamResponse:
         return found
 
     def content_type(self) -> str:
-        return (self.header(b"content-type") or b"").decode("latin-1")
+        if self._type is None:
+            self._look_up()
+        return (self._type or b"").decode("latin-1")
+
+    def content_encoding(self) -> bytes | None:
+        if self._type is None:
+            self._look_up()
+        return self._encoding
+
+    def _look_up(self) -> None:
+        """Both headers every answer is asked for, in one pass (as `header` joins them)."""
+        found: dict[bytes, bytes] = {}
+        for key, value in self.headers:
+            key = key.lower()
+            if key == b"content-type" or key == b"content-encoding":
+                found[key] = found[key] + b", " + value if key in found else value
+        self._type = found.get(b"content-type", b"")
+        self._encoding = found.get(b"content-encoding")
+
+    async def read(self) -> bytes:
+        """The whole body, decoded, failures unmapped: from the proxy's transport in one call
+        (no async generator to make, hook and close, as `chunks` iterated would be)."""
+        stream = self._stream
+        if type(stream) is ResponseBody and self._identity():
+            return await stream.read()
+        return b"".join([chunk async for chunk in self.chunks(decoded=True)])
+
+    def _identity(self) -> bool:
+        encoding = self.content_encoding()
+        return encoding is None or encoding == b"identity"
 
     def chunks(self, *, decoded: bool) -> AsyncIterable[bytes]:
         """The body's source, failures unmapped (`iter_body` maps them)."""
         response = self._response
-        encoding = self.header(b"content-encoding")
+        encoding = self.content_encoding()
         if decoded and encoding is not None and encoding != b"identity":
             if response is None:  # httpx's decoders, on the transport's stream
                 response = self._response = httpx.Response(

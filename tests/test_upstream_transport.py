@@ -24,7 +24,7 @@ from proxy import transport as transport_module
 from proxy.config import Route
 from proxy.errors import UpstreamStreamError, UpstreamTimeout, UpstreamUnreachable
 from proxy.transport import request_head
-from proxy.upstream import UpstreamClient, make_upstream_client, timeouts
+from proxy.upstream import UpstreamClient, make_upstream_client, map_upstream_errors, timeouts
 from proxy.upstream_call import UpstreamResponse, iter_body, open_upstream
 
 READ_TIMEOUT = 0.3  # seconds of upstream silence the client tolerates in these tests
@@ -560,3 +560,76 @@ def test_bytes_after_a_chunked_body_end_close_the_connection(run: Run) -> None:
 
     run(scenario)
     assert connections == 2
+
+
+def test_a_shorter_read_timeout_after_a_longer_one_still_holds(run: Run) -> None:
+    """The read timeout is a deadline per wait: a kept-alive connection whose last wait
+    allowed a minute must still time out the next request's shorter wait at its own time."""
+
+    async def answer_then_silence(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+        await writer.drain()
+        await read_request(reader)
+        await asyncio.sleep(GUARD * 3)
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        async with upstream(answer_then_silence) as url:
+            patient = httpx.Timeout(GUARD, read=60.0)
+            first = await open_upstream(client, "POST", url + "/x", [], b"{}", patient)
+            assert b"".join(await read_all(first)) == b"{}"
+            with pytest.raises(UpstreamTimeout):
+                await open_stream(client, url)  # READ_TIMEOUT, long before the minute
+
+    run(scenario)
+
+
+def test_a_whole_body_read_at_once_is_the_chunks_joined(run: Run) -> None:
+    pieces = [b'{"a":', b'"b"', b"}"]
+
+    async def chunked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            b"transfer-encoding: chunked\r\n\r\n"
+        )
+        for piece in pieces:
+            writer.write(chunk(piece))
+            await writer.drain()
+            await asyncio.sleep(0.01)
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        async with upstream(chunked) as url:
+            response = await open_stream(client, url)
+            try:
+                assert await response.read() == b"".join(pieces)
+            finally:
+                await response.aclose()
+
+    run(scenario)
+
+
+def test_a_whole_body_that_stalls_is_upstream_stream_error(run: Run) -> None:
+    async def stall(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n{}")
+        await writer.drain()
+        await asyncio.sleep(GUARD)
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        async with upstream(stall) as url:
+            response = await open_stream(client, url)
+            try:
+                with (
+                    pytest.raises(UpstreamStreamError, match="stalled"),
+                    map_upstream_errors(streaming_body=True),
+                ):
+                    await response.read()
+            finally:
+                await response.aclose()
+
+    run(scenario)

@@ -23,7 +23,7 @@ import orjson
 
 from proxy.chat.followup import build_followup
 from proxy.chat.history import HistoryFacts, translate_request
-from proxy.chat.message import merge_continuation, sanitize_completion
+from proxy.chat.message import holds_no_call, merge_continuation, sanitize_completion
 from proxy.chat.stream import Carry, StreamPhase, StreamSanitizer, add_usage
 from proxy.core.decide import ResponseIds
 from proxy.core.events import (
@@ -260,6 +260,10 @@ class ChatExchange(RoundPhases):
 
     def _message_events(self, round_: MessageRound) -> list[ExchangeEvent]:
         raw = bytes(round_.body)
+        if self._carry is None and holds_no_call(raw) and not self._recovers_text(round_):
+            # The first round's answer, and nothing in it to decide: it goes out as it came,
+            # which is what the full check below ends in for it (parsed or not).
+            return self._finish(raw)
         try:
             parsed = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -295,6 +299,10 @@ class ChatExchange(RoundPhases):
                 dumps(merge_continuation(self._carry, self._content_before, parsed))
             )
         return self._finish(dumps(parsed) if result.changed else raw)
+
+    def _recovers_text(self, round_: MessageRound) -> bool:
+        """Could tool-call markup in the content become calls (sanitize_completion's rule)?"""
+        return self.rules.text_tool_calls and bool(round_.ids.facts.offered_tools)
 
     # -- across rounds -------------------------------------------------------------------------
 

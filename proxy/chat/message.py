@@ -39,6 +39,15 @@ class MessageResult:
     content: str
 
 
+def holds_no_call(raw: bytes) -> bool:
+    """Would `sanitize_completion` leave this answer alone, text-call recovery aside? Decided
+    on its bytes, so that the usual answer (text, no calls) is not parsed and walked: without
+    the name `tool_calls` there is no call to decide and no `finish_reason: tool_calls` to make
+    truthful. A JSON `\\u` escape could spell that name in a key or a value, so an answer with
+    any escape is left to the full check. find(), not `in`: see proxy.transport."""
+    return raw.find(b"tool_calls") < 0 and raw.find(b"\\u") < 0
+
+
 def sanitize_completion(
     body: dict[str, Any], ids: ResponseIds, *, text_tool_calls: bool = False
 ) -> MessageResult:

@@ -74,3 +74,19 @@ def test_no_line_below_the_level_and_records_for_other_handlers(sink: io.StringI
         LOGGER.removeHandler(watcher)
     assert [r.fields["status"] for r in watcher.records] == [404]  # type: ignore[attr-defined]
     assert [line["request_id"] for line in lines(sink)] == ["req_3"]
+
+
+def test_a_record_carries_the_fields_alone(sink: io.StringIO) -> None:
+    """The line is kept as the formatter's dict (ts, level, msg first); a record handed to
+    other handlers carries only the request's fields, as `extra` always did."""
+    watcher = Records()
+    LOGGER.addHandler(watcher)
+    try:
+        RequestLog("req_4", "r", "POST", "/v1/chat/completions").finish(200, stream=False)
+    finally:
+        LOGGER.removeHandler(watcher)
+    [record] = watcher.records
+    assert record.getMessage() == "request"
+    fields = record.fields  # type: ignore[attr-defined]
+    assert list(fields)[:4] == ["request_id", "route", "method", "path"]
+    assert not {"ts", "level", "msg"} & set(fields)

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from proxy.transport import HttptoolsTransport
-from proxy.upstream import UpstreamClient
+from proxy.transport import HttptoolsTransport, request_head
+from proxy.upstream import UpstreamClient, request_headers
 
 # sha256 (first 16 hex digits) of each helper's code as ast.unparse prints it, so formatting
 # and comments do not count; the same in httpx 0.27.0, 0.27.2 and 0.28.1.
@@ -122,3 +122,43 @@ def test_build_request_is_httpx_build_request(
             b.content,
             b.extensions,
         )
+
+
+BYTES_HEADER = st.tuples(
+    NAMES.map(str.encode), st.binary(max_size=8).filter(lambda v: b"\r" not in v and b"\n" not in v)
+)
+
+
+@settings(max_examples=200, deadline=None)
+@example("POST", [(b"x-%s", b"a%sb")], [b"%d%%"], b"{}")
+@example("GET", [(b"accept", b"*/*"), (b"Host", b"other")], [b"x/y", b"h"], b"")
+@given(
+    method=st.sampled_from(["GET", "POST", "PUT", "post"]),
+    headers=st.lists(BYTES_HEADER, max_size=5),
+    later=st.lists(st.binary(max_size=8).filter(lambda v: b"\r" not in v and b"\n" not in v)),
+    content=st.sampled_from([b"", b"{}", b"x" * 300]),
+)
+def test_a_planned_request_head_is_the_head_of_the_merged_headers(
+    method: str, headers: list[tuple[bytes, bytes]], later: list[bytes], content: bytes
+) -> None:
+    """open_raw's head comes from a plan per shape of call after the first: the same bytes
+    as `request_head` of `request_headers`, with the same header names and other values."""
+    client = UpstreamClient(transport=HttptoolsTransport())
+    path, netloc = b"/v1/chat/completions", b"127.0.0.1:9"
+    second = [
+        (name, later[i] if i < len(later) else value) for i, (name, value) in enumerate(headers)
+    ]
+    for sent in (headers, second, second):
+        merged = request_headers(client.headers._list, sent, method, netloc, content)
+        assert client._head(method, path, netloc, sent, content) == request_head(
+            method, path, merged
+        )
+
+
+@pytest.mark.parametrize("value", [b"a\r\nx-smuggled: 1", b"a\n", b"\rb"])
+def test_a_planned_request_head_refuses_a_line_break_in_a_value(value: bytes) -> None:
+    client = UpstreamClient(transport=HttptoolsTransport())
+    path, netloc = b"/v1/chat/completions", b"127.0.0.1:9"
+    client._head("POST", path, netloc, [(b"x-a", b"ok")], b"{}")  # the shape now has a plan
+    with pytest.raises(httpx.LocalProtocolError):
+        client._head("POST", path, netloc, [(b"x-a", value)], b"{}")
