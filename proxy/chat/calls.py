@@ -38,6 +38,7 @@ _LIVE = SlotState.LIVE
 _DROPPED = SlotState.DROPPED
 _NEVER = Progress.NEVER
 _CLOSED = Progress.CLOSED
+_DELIVER = Verdict.DELIVER
 
 
 class CallSlot:
@@ -321,7 +322,7 @@ class ChoiceCalls:
             slot.set_arguments("{}")
             self._note("empty_arguments")
         decision = self._response.decide(self.ids, slot.raw_id, slot)
-        if decision.verdict is not Verdict.DELIVER:
+        if decision.verdict is not _DELIVER:
             slot.state = _DROPPED
             self._notes.append(decision.dropped(self.index, slot.name, slot.raw_id))
             return

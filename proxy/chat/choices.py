@@ -30,6 +30,13 @@ class ChoiceChange(Enum):
     EMPTY = auto()  # nothing left to send: the choice leaves its chunk
 
 
+# Enum members read through their class cost an EnumType.__getattr__ call each on Python 3.11;
+# these are read for every parsed chunk.
+_SAME = ChoiceChange.SAME
+_CHANGED = ChoiceChange.CHANGED
+_EMPTY = ChoiceChange.EMPTY
+
+
 @dataclass(slots=True)
 class ChoiceState:
     index: int
@@ -90,8 +97,8 @@ class Choices:
                 kept.append(choice)
                 continue
             result = self._rewrite(choice, position)
-            changed = changed or result is not ChoiceChange.SAME
-            if result is not ChoiceChange.EMPTY:
+            changed = changed or result is not _SAME
+            if result is not _EMPTY:
                 kept.append(choice)
         return changed, kept
 
@@ -146,9 +153,9 @@ class Choices:
             if not isinstance(index, int):
                 # Placed by its position: the client must be told whose calls these are.
                 choice["index"] = state.index
-            return ChoiceChange.CHANGED
+            return _CHANGED
         if not changed:
-            return ChoiceChange.SAME
+            return _SAME
         delta = choice.get("delta")
         if (
             isinstance(delta, dict)
@@ -156,8 +163,8 @@ class Choices:
             and choice.get("finish_reason") is None
             and not choice.get("logprobs")
         ):
-            return ChoiceChange.EMPTY
-        return ChoiceChange.CHANGED
+            return _EMPTY
+        return _CHANGED
 
     def _rewrite_delta(
         self, state: ChoiceState, delta: dict[str, Any], emitted: list[dict[str, Any]]

@@ -93,6 +93,12 @@ _STREAMING = StreamPhase.STREAMING
 _FOLLOWUP = StreamPhase.FOLLOWUP
 _DONE = StreamPhase.DONE
 _FAILED = StreamPhase.FAILED
+_REPLAYS_ONLY = Step.REPLAYS_ONLY
+_ROUND_END = Step.ROUND_END
+_TRIP = Step.TRIP
+_FORWARD = Outcome.FORWARD
+_REWRITTEN = Outcome.REWRITTEN
+_DROP = Outcome.DROP
 
 
 # `data: [DONE]` read whole in a refused read: the event the decoder would have made of it.
@@ -176,7 +182,7 @@ class StreamSanitizer:
 
     def _trip(self, exc: ReplayLoopDetected, out: list[bytes]) -> None:
         self.error = exc
-        self._go(Step.TRIP)
+        self._go(_TRIP)
         out.append(exc.sse_bytes())
 
     # -- reads ---------------------------------------------------------------------------------
@@ -330,10 +336,10 @@ class StreamSanitizer:
             out.append(encode_event(data, other))
             return
         outcome = self._chunk(chunk)
-        if outcome is Outcome.DROP:
+        if outcome is _DROP:
             return
         # jsontext.dumps: a chunk nested past orjson's 254 levels must not raise here
-        if outcome is Outcome.REWRITTEN:
+        if outcome is _REWRITTEN:
             encoded = encode_event(dumps(chunk), other)
         else:
             encoded = framed if framed is not None else encode_event(data, other)
@@ -359,13 +365,13 @@ class StreamSanitizer:
                 chunk["choices"] = kept
                 send = bool(kept) or bool(chunk.get("usage"))
         if self._choices.replays_only:
-            self._go(Step.REPLAYS_ONLY)
+            self._go(_REPLAYS_ONLY)
             if send:
                 round_.add_usage(chunk.get("usage"))
-            return Outcome.DROP
+            return _DROP
         if not send:
-            return Outcome.DROP
-        return Outcome.REWRITTEN if changed else Outcome.FORWARD
+            return _DROP
+        return _REWRITTEN if changed else _FORWARD
 
     def _close(self) -> list[bytes]:
         """End of this round: finish open choices, then `[DONE]` (or hand over to a follow-up)."""
@@ -373,13 +379,13 @@ class StreamSanitizer:
         if self.phase is _STREAMING:
             out = [self._round.synthetic(choice) for choice in self._choices.close()]
             if self._choices.replays_only:
-                self._go(Step.REPLAYS_ONLY)
+                self._go(_REPLAYS_ONLY)
         if self.phase is _FOLLOWUP:
             content = self._content.text() if self._content is not None else ""
             self.followup = self._round.followup(content, self._choices.replays())
-            self._go(Step.ROUND_END)
+            self._go(_ROUND_END)
             return out
         out += self._round.closing_chunks()
-        self._go(Step.ROUND_END)
+        self._go(_ROUND_END)
         out.append(DONE_EVENT)
         return out
