@@ -37,7 +37,10 @@ class Carry:
     released: bool = False  # some bytes of this response were handed to the shell
 
 
-@dataclass(frozen=True, slots=True)
+# Value objects: read-only by convention and hashed by value (unsafe_hash), not frozen: a
+# frozen dataclass's __init__ sets each field through object.__setattr__, about twice the
+# cost of building one, and these are built per call, per note or per event.
+@dataclass(slots=True, unsafe_hash=True)
 class FollowupNeeded:
     content: str
     replays: list[Replay]
@@ -107,7 +110,7 @@ class RoundContent:
         return items
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class _Read:
     """A read of whole events, as RoundContent keeps it until its text is asked for."""
 

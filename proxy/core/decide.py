@@ -52,7 +52,10 @@ _DUPLICATE = Verdict.DUPLICATE
 _REPLAY = Verdict.REPLAY
 
 
-@dataclass(frozen=True, slots=True)
+# Value objects: read-only by convention and hashed by value (unsafe_hash), not frozen: a
+# frozen dataclass's __init__ sets each field through object.__setattr__, about twice the
+# cost of building one, and these are built per call, per note or per event.
+@dataclass(slots=True, unsafe_hash=True)
 class Decision:
     verdict: Verdict
     client_id: str = ""
