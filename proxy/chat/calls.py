@@ -153,6 +153,15 @@ class ChoiceCalls:
             self._note("empty_tool_calls")
             return []
         out: list[dict[str, Any]] = []
+        if len(raw) == 1:
+            # Most deltas are one bare argument fragment of an open call: routed directly.
+            slot = self._fragment_slot(raw[0])
+            if slot is not None:
+                fragment = raw[0]["function"]["arguments"]
+                if fragment and slot.is_flush(fragment):
+                    fragment = self._flushed(slot, fragment)
+                self._grow(slot, fragment, out)
+                return out
         for position, item in enumerate(raw):
             if not isinstance(item, dict):
                 self._note("malformed_tool_call")
@@ -204,15 +213,38 @@ class ChoiceCalls:
         self._note("object_arguments")
         return dumps(arguments).decode()
 
+    def _fragment_slot(self, item: object) -> CallSlot | None:
+        """The open call `item` continues when it is a bare argument fragment (string
+        arguments, no id, no name) at an index a call has; else None. `_route` would pick
+        the same call: its fallbacks are for a missing or free index, an id or a name, or a
+        complete call's index reused, and `_read` would read the same fragment."""
+        if type(item) is not dict or item.get("id") is not None:
+            return None
+        fn = item.get("function")
+        if type(fn) is not dict or fn.get("name") is not None:
+            return None
+        index = item.get("index")
+        if type(index) is not int or type(fn.get("arguments")) is not str:
+            return None
+        slot = self._by_index.get(index)
+        return slot if slot is not None and not slot.complete else None
+
     def _take_one(self, delta: ToolDelta, out: list[dict[str, Any]]) -> None:
         slot = self._route(delta)
         fragment = delta.fragment
         if fragment and slot.is_flush(fragment):
-            # A final flush of the whole arguments: keep only what it adds (usually nothing).
-            fragment = fragment[len(slot.arguments_text()) :]
-            self._note("arguments_flush")
+            fragment = self._flushed(slot, fragment)
         if delta.raw_id is not None or delta.name is not None:
             self._merge_identity(slot, delta)
+        self._grow(slot, fragment, out)
+
+    def _flushed(self, slot: CallSlot, fragment: str) -> str:
+        """A final flush of the whole arguments: only what it adds (usually nothing)."""
+        self._note("arguments_flush")
+        return fragment[len(slot.arguments_text()) :]
+
+    def _grow(self, slot: CallSlot, fragment: str, out: list[dict[str, Any]]) -> None:
+        """`fragment` (what is left of it after a flush) joins `slot`'s arguments."""
         if fragment:
             slot.add_arguments(fragment)
             if slot.state is _LIVE:

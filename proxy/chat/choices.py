@@ -54,6 +54,7 @@ class Choices:
         "_notes",
         "_states",
         "_text_calls",
+        "holding_text",
         "raw_seen",
         "replays_only",
     )
@@ -75,10 +76,12 @@ class Choices:
         self._states: dict[int, ChoiceState] = {}
         self.raw_seen = False  # a chunk with a choice was forwarded without being parsed
         self.replays_only = False  # a choice finished whose only calls were replays
+        # Must some choice's text-call scanner see all content? No content seen yet counts
+        # too: the whole message may be one JSON call. Kept current by _held_text() where a
+        # scanner or a choice changes: the stream reads it for every event it is asked about.
+        self.holding_text = True
 
-    def holding_text(self) -> bool:
-        """Must some choice's text-call scanner see all content? No content seen yet counts
-        too: the whole message may be one JSON call."""
+    def _held_text(self) -> bool:
         for state in self._states.values():
             if state.scanner is None or state.scanner.holding:
                 return True
@@ -128,6 +131,7 @@ class Choices:
         state = self._states.get(index)
         if state is None:
             state = self._states[index] = ChoiceState(index, self._ids.choice(index))
+            self.holding_text = True  # its scanner has seen nothing yet
         return state
 
     def _calls(self, state: ChoiceState) -> ChoiceCalls:
@@ -208,6 +212,7 @@ class Choices:
         released = ""
         if state.scanner is not None:
             released = self._text_segments(state, state.scanner.end(), out)
+            self.holding_text = self._held_text()
         if state.calls is not None:
             state.calls.finish(out)
         return released
@@ -234,6 +239,7 @@ class Choices:
             state.scanner = TextCallScanner(self._ids.facts.offered_tools)
         original = delta["content"]
         text = self._text_segments(state, state.scanner.feed(original), out)
+        self.holding_text = self._held_text()
         if text == original:
             return False
         if text:

@@ -108,7 +108,12 @@ _DONE_READ = SSEEvent(b"[DONE]")
 def _one_data_line(event: bytes) -> bool:
     """Is this whole event (it ends with its blank line) one `data: {...}` line, as the SSE
     decoder would read it: its data is then `event[6:-2]`, with no other lines."""
-    return event.startswith(b"data: {") and event.find(b"\r") < 0 and event.count(b"\n") == 2
+    # find(), not count(): count() compares byte by byte, find() is a memchr
+    return (
+        event.startswith(b"data: {")
+        and event.find(b"\r") < 0
+        and event.find(b"\n") == len(event) - 2
+    )
 
 
 class StreamStateError(RuntimeError):
@@ -213,8 +218,9 @@ class StreamSanitizer:
         events pass: those are then not decoded and encoded one by one)."""
         out: list[bytes] = []
         pos, size = 0, len(data)
+        idle = True  # _read saw the decoder idle: only its feeds below change that
         while pos < size:
-            if self.phase is not _STREAMING or not self._decoder.idle:
+            if self.phase is not _STREAMING or not idle:
                 out += self._handle(self._decoder.feed(data[pos:]), None)
                 break
             if data.startswith(DONE_EVENT, pos):
@@ -234,6 +240,7 @@ class StreamSanitizer:
             else:
                 # `event` as refused: the rule just said so, it is not asked again.
                 out += self._handle(self._decoder.feed(event), event)
+                idle = self._decoder.idle
             pos = end
         return out
 
@@ -267,7 +274,7 @@ class StreamSanitizer:
     def _want_now(self) -> int:
         want = self._want
         if self._text_calls:
-            want |= CONTENT if self._choices.holding_text() else MARKUP
+            want |= CONTENT if self._choices.holding_text else MARKUP
         return want
 
     def _plain_event(self, event: bytes) -> list[bytes]:
