@@ -55,6 +55,7 @@ class CallSlot:
         "name_",
         "raw_id",
         "state",
+        "waits",
     )
 
     def __init__(self) -> None:
@@ -67,6 +68,10 @@ class CallSlot:
         self.complete = False
         self.state = _PENDING
         self.client_index = -1
+        # Its raw id may repeat an answered or an earlier call: it waits for complete
+        # arguments (needs_hold only ever turns true within a round, and the raw id of a
+        # call that has one never changes), so its fragments need not ask again.
+        self.waits = False
         # Characters joined, compared or parsed for the arguments beyond the completeness
         # scan's own count: with it, linear in the arguments' length (tests check it).
         self.examined = 0
@@ -249,7 +254,7 @@ class ChoiceCalls:
             slot.add_arguments(fragment)
             if slot.state is _LIVE:
                 out.append({"index": slot.client_index, "function": {"arguments": fragment}})
-        if slot.state is _PENDING:
+        if slot.state is _PENDING and (slot.complete or not slot.waits):
             self._try_header(slot, out, finishing=False)
         if fragment and slot.complete and slot.raw_id is not None:
             # Later calls of this raw id waited for this one's arguments (SPEC §2.4).
@@ -383,7 +388,10 @@ class ChoiceCalls:
     def _decidable(self, slot: CallSlot) -> bool:
         """Before its choice ends, may this call's client id be decided now?"""
         raw_id = slot.raw_id
-        if not slot.complete and (raw_id is None or self._response.needs_hold(self.ids, raw_id)):
+        if not slot.complete and raw_id is None:
+            return False
+        if not slot.complete and self._response.needs_hold(self.ids, raw_id):
+            slot.waits = True
             return False
         # SPEC §2.4: a second call of a raw id is compared with the first once both are
         # complete; parallel calls may interleave, so the first may still be streaming.

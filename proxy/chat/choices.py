@@ -93,6 +93,9 @@ class Choices:
 
     def rewrite_all(self, choices: list[Any]) -> tuple[bool, list[Any]]:
         """Rewrites a chunk's choices in place: (whether any changed, the choices to keep)."""
+        if len(choices) == 1 and type(choices[0]) is dict:  # nearly every chunk: no lists built
+            result = self._rewrite(choices[0], 0)
+            return result is not _SAME, [] if result is _EMPTY else choices
         changed = False
         kept = []
         for position, choice in enumerate(choices):
