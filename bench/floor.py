@@ -65,6 +65,8 @@ def main(argv: list[str]) -> int:
         http="httptools",
         log_level="warning",
         access_log=False,
+        proxy_headers=False,  # as proxy.cli runs it
+        server_header=False,
     )
     return 0
 

@@ -67,6 +67,11 @@ def run_serve(args: argparse.Namespace) -> int:
         "log_level": settings.log_level if settings.log_level != "debug" else "info",
         "access_log": False,
         "log_config": uvicorn_log_config(),
+        # The app never reads the client's address or scheme, so uvicorn's X-Forwarded-*
+        # middleware (on by default) would only add a coroutine and a header walk to every
+        # request; nor does a gateway name its server in every response.
+        "proxy_headers": False,
+        "server_header": False,
     }
     if settings.workers > 1:
         # Each worker runs uvicorn's stock server: it cancels what is open at the drain timeout,

@@ -672,3 +672,21 @@ def test_a_read_of_many_placeholder_chunks_is_forwarded_whole() -> None:
     core = StreamSanitizer(ResponseIds(HistoryFacts(), "auto", GuardState()))
     data = placeholder * 5000 + content * 50
     assert b"".join(core.feed(data)) == data
+
+
+def test_a_first_read_whose_chunks_all_pass_leaves_as_the_bytes_that_arrived() -> None:
+    """The first chunk is parsed (it names the response); when it leaves unchanged and every
+    later chunk of the read passes the rule, the read itself is the output, not a copy."""
+    core = Setup().core()
+    data = sse(role(), text("Hello"), text(" there"), done=False)
+    assert core.feed(data)[0] is data
+
+
+def test_a_first_read_with_a_chunk_to_change_is_not_left_whole() -> None:
+    core = Setup().core()
+    data = sse(role(), text("Hello"), finish("length"), chunk({"content": "x"}), done=False)
+    out = b"".join(core.feed(data))
+    assert out.startswith(sse(role(), text("Hello"), done=False))
+    events = parse_sse(out)
+    assert finish_reasons(events) == ["length"]
+    assert content_of(events) == "Hellox"

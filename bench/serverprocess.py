@@ -1,0 +1,159 @@
+"""Instructions per request of the server process as users run it: uvicorn and all.
+
+`bench.inprocess` counts the app, the upstream client and the transport, driven in memory.
+This counts `python -m proxy serve` itself under callgrind while a client in another process
+sends keep-alive requests: N, then 3N in a second run (after the same warm-up), differenced
+per request. What it adds over the in-process count is uvicorn's HTTP handling, its ASGI
+cycle, the event loop's callbacks and the log line's write; the kernel's share of the system
+calls is not counted (only their libc wrappers). The upstream runs outside valgrind.
+
+    python -m bench.serverprocess [--stream | --stream-toolcall] [--floor] [--requests N]
+
+`--floor` counts the uvicorn floor (`bench.floor`: uvicorn run as the proxy runs it, with an
+app that answers by itself): what uvicorn costs per request before the proxy does anything.
+The count is printed with its split by shared object (libpython is interpreted Python: ours
+and uvicorn's; uvloop, httptools and orjson are their compiled parts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from bench import procs
+from bench.client import Connection, chat_body, chat_request, toolcall_body
+
+WARMUP = 50
+# Valgrind runs the interpreter about 50x slower: starting the server takes a while.
+START_TIMEOUT_S = 120.0
+# A function's line: its count, its file, and its shared object unless inlined from a header.
+_FUNCTION_LINE = re.compile(r"^\s*([\d,]+) \([^)]*\)\s+(\S+?)(?: \[(.+)\])?$")
+_TOTAL = re.compile(r"^summary:\s*(\d+)", re.MULTILINE)
+
+
+def _body(kind: str) -> dict[str, object]:
+    if kind == "toolcall":
+        return toolcall_body()
+    return chat_body("bench-fast" if kind == "stream" else "bench-small", stream=kind == "stream")
+
+
+def _send(port: int, request: bytes, count: int) -> None:
+    connection = Connection(port)
+    try:
+        for _ in range(count):
+            reply = connection.send(request)
+            if reply.status != 200:
+                raise RuntimeError(
+                    f"the server answered {reply.status}: {bytes(reply.body)[:300]!r}"
+                )
+    finally:
+        connection.close()
+
+
+def _server_argv(upstream_port: int, port: int, floor: bool) -> list[str]:
+    if floor:
+        return [sys.executable, "-m", "bench.floor", str(port)]
+    return [
+        sys.executable,
+        *("-m", "proxy", "serve", "--upstream", f"http://127.0.0.1:{upstream_port}/v1"),
+        *("--host", "127.0.0.1", "--port", str(port), "--drain-timeout", "1"),
+    ]
+
+
+def _profile(kind: str, requests: int, floor: bool, work: Path, upstream_port: int) -> Path:
+    """One callgrind run of the server over WARMUP + `requests` requests; its output file."""
+    out = work / f"callgrind.{requests}"
+    port = procs.free_port()
+    argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+    argv += _server_argv(upstream_port, port, floor)
+    log = work / f"server.{requests}.log"
+    with log.open("wb") as sink:
+        server = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        procs.wait_for_port(port, server, START_TIMEOUT_S)
+        request = chat_request(port, _body(kind))
+        _send(port, request, WARMUP)
+        _send(port, request, requests)
+    finally:
+        server.terminate()  # SIGTERM: the server drains and exits, callgrind writes its file
+        server.wait(START_TIMEOUT_S)
+    if not out.exists():
+        raise RuntimeError(f"callgrind wrote no profile:\n{log.read_text()[-2000:]}")
+    return out
+
+
+def _by_object(profile: Path) -> tuple[int, Counter[str]]:
+    """The run's total and its split by shared object (callgrind_annotate, every function)."""
+    text = profile.read_text(errors="replace")
+    total_match = _TOTAL.search(text)
+    if total_match is None:
+        raise RuntimeError(f"{profile} holds no total")
+    annotated = subprocess.run(
+        ["callgrind_annotate", "--threshold=100", str(profile)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    split: Counter[str] = Counter()
+    listing = annotated.split("file:function", 1)[-1]
+    for line in listing.splitlines():
+        match = _FUNCTION_LINE.match(line)
+        if match is not None:
+            split[_object_name(match.group(2), match.group(3))] += int(
+                match.group(1).replace(",", "")
+            )
+    return int(total_match.group(1)), split
+
+
+def _object_name(source: str, shared_object: str | None) -> str:
+    if shared_object is not None:
+        name = Path(shared_object).name
+        return "libpython3 (the interpreter)" if name.startswith("libpython3") else name
+    # Inlined from a header: CPython's own headers count as the interpreter.
+    return "libpython3 (the interpreter)" if "Python-3" in source else "other (inlined)"
+
+
+def measure(kind: str, requests: int, floor: bool) -> tuple[int, list[tuple[str, int]]]:
+    """Instructions per request, and the split by shared object, largest first."""
+    with tempfile.TemporaryDirectory() as temp:
+        work = Path(temp)
+        upstream = procs.start_upstream(work)
+        try:
+            small = _by_object(_profile(kind, requests, floor, work, upstream.port))
+            large = _by_object(_profile(kind, 3 * requests, floor, work, upstream.port))
+        finally:
+            upstream.stop()
+    per_request = (large[0] - small[0]) // (2 * requests)
+    split = {name: (large[1][name] - small[1][name]) // (2 * requests) for name in large[1]}
+    ranked = sorted(((n, v) for n, v in split.items() if v > 0), key=lambda item: -item[1])
+    return per_request, ranked
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.serverprocess", description=__doc__)
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--stream", action="store_true", help="the 200-chunk stream")
+    what.add_argument(
+        "--stream-toolcall",
+        action="store_true",
+        help="the 200-chunk stream that ends in a Kimi-style tool call",
+    )
+    parser.add_argument("--floor", action="store_true", help="the uvicorn floor, no proxy")
+    parser.add_argument("--requests", type=int, default=100)
+    args = parser.parse_args(argv)
+    kind = "toolcall" if args.stream_toolcall else "stream" if args.stream else "small"
+    count, split = measure(kind, args.requests, args.floor)
+    server = "the uvicorn floor" if args.floor else "the proxy's server process"
+    print(f"instructions per request ({kind}), {server}: {count:,}")
+    for name, value in split[:8]:
+        print(f"  {value:>10,}  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
