@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.anthropic.wire import encode, encode_raw
+from proxy.anthropic.wire import at_index, encode, encode_raw
 from proxy.core.notes import Note
 
 
@@ -55,7 +55,7 @@ class RoundOutput:
 
     def reindexed(self, obj: dict[str, Any], raw: bytes, index: int, kind: str) -> None:
         """The event at the client's index: its own bytes when the index is already right."""
-        if obj.get("index") == index:
+        if at_index(obj, index):
             self.out.append(encode_raw(kind, raw))
         else:
             self.out.append(encode({**obj, "index": index}))

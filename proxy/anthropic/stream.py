@@ -34,15 +34,16 @@ from proxy.anthropic.blocks import (
     followup_blocks,
     record_of,
 )
+from proxy.anthropic.framing import Event, EventReader
 from proxy.anthropic.output import RoundOutput
 from proxy.anthropic.texts import TextBlocks
 from proxy.anthropic.tools import ToolBlocks
-from proxy.anthropic.wire import encode, encode_raw
+from proxy.anthropic.wire import at_index, encode, encode_raw
 from proxy.core.decide import ResponseIds
 from proxy.core.guard import Replay
 from proxy.core.notes import DeltaRepaired, Note
 from proxy.errors import ReplayLoopDetected
-from proxy.sse import SSEDecoder, SSEEvent, encode_comment, encode_event
+from proxy.sse import encode_comment, encode_event
 
 
 @dataclass(slots=True)
@@ -105,7 +106,7 @@ class AnthropicStream:
         carry: MessageCarry | None = None,
         text_tool_calls: bool = False,
     ):
-        self._decoder = SSEDecoder()
+        self._reader = EventReader()
         self.ids = ids
         self.continuation = carry is not None
         self._carry = carry or MessageCarry()
@@ -128,23 +129,20 @@ class AnthropicStream:
 
     def feed(self, data: bytes) -> list[bytes]:
         if self.phase is StreamPhase.STREAMING:
-            for event in self._decoder.feed(data):
-                self._event(event)
-                if self._over():
-                    break
+            self._events(self._reader.feed(data))
         return self._output.take()
 
     def end(self) -> list[bytes]:
         """The upstream body ended cleanly: complete a message it left open."""
         if self.phase is StreamPhase.STREAMING:
-            for event in self._decoder.end():
-                self._event(event)
-                if self._over():
-                    break
+            self._events(self._reader.end())
         if self.phase is StreamPhase.STREAMING:
             if self._started or self.continuation:
                 self.notes.append(DeltaRepaired(kind="message_stop", detail="added"))
-                self._guarded(self._finish)
+                try:
+                    self._finish()
+                except ReplayLoopDetected as exc:
+                    self._broken(exc)
             self.phase = StreamPhase.DONE
         return self._output.take()
 
@@ -152,32 +150,42 @@ class AnthropicStream:
         """See `RoundOutput.block_before_error` (the exchange asks before a loop error)."""
         return self._output.block_before_error()
 
-    def _over(self) -> bool:
-        return self.phase is StreamPhase.DONE
+    def _events(self, events: list[Event]) -> None:
+        # One try for all of a read's events, not one per event: the breaker's exception
+        # leaves the loop at the event that raised it, as a check after each event would.
+        try:
+            texts = self._texts
+            for data, other in events:
+                # A scanned text block's plain deltas are taken from their bytes, unparsed.
+                if texts.lane is not None and data is not None and texts.as_came(data):
+                    continue
+                self._event(data, other)
+                if self.phase is StreamPhase.DONE:
+                    break
+        except ReplayLoopDetected as exc:
+            self._broken(exc)
 
-    def _event(self, event: SSEEvent) -> None:
-        if event.data is None:
-            self._output.out.append(encode_event(None, _kept_lines(event.other)))
+    def _broken(self, exc: ReplayLoopDetected) -> None:
+        """The breaker (SPEC §5): nothing more is sent."""
+        self.error = exc
+        self.phase = StreamPhase.DONE
+
+    def _event(self, data: bytes | None, other: tuple[bytes, ...]) -> None:
+        if data is None:
+            self._output.out.append(encode_event(None, _kept_lines(other)))
             return
         try:
-            obj = orjson.loads(event.data)
+            obj = orjson.loads(data)
         except orjson.JSONDecodeError:
             obj = None
         if not isinstance(obj, dict):
             # SPEC §4: a data line that is not a JSON object becomes a comment, in place.
             self.non_json_events += 1
-            self._output.out.append(encode_comment(event.data, _kept_lines(event.other)))
+            self._output.out.append(encode_comment(data, _kept_lines(other)))
             return
         kind = obj.get("type")
         handler = _HANDLERS.get(kind if isinstance(kind, str) else "", AnthropicStream._passthrough)
-        self._guarded(lambda: handler(self, obj, event.data or b""))
-
-    def _guarded(self, step: Any) -> None:
-        try:
-            step()
-        except ReplayLoopDetected as exc:  # the breaker (SPEC §5): nothing more is sent
-            self.error = exc
-            self.phase = StreamPhase.DONE
+        handler(self, obj, data)
 
     # -- message-level events ------------------------------------------------------------------
 
@@ -233,7 +241,7 @@ class AnthropicStream:
         kind = obj.get("type")
         block = self._open.get(_key(obj)) if "index" in obj else None
         out = self._output.out
-        if isinstance(block, PassBlock) and block.index != obj.get("index"):
+        if isinstance(block, PassBlock) and not at_index(obj, block.index):
             out.append(encode({**obj, "index": block.index}))
         elif isinstance(kind, str):
             out.append(encode_raw(kind, raw))
@@ -318,7 +326,9 @@ _HANDLERS = {
 def _key(obj: dict[str, Any]) -> object:
     """An event's block index as a key (an index no block can have, such as a list, is None)."""
     value = obj.get("index")
-    return value if isinstance(value, int | str) else None
+    return (
+        value if isinstance(value, (int, str)) else None
+    )  # a tuple: `int | str` is built per call
 
 
 def _kept_lines(other: tuple[bytes, ...]) -> tuple[bytes, ...]:

@@ -8,23 +8,29 @@ opens a new text block. Each client text block is recorded whole for a follow-up
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from proxy.anthropic.blocks import TextBlock
 from proxy.anthropic.output import RoundOutput
 from proxy.anthropic.tools import ToolBlocks
+from proxy.anthropic.wire import data_lines
 from proxy.core.textcalls import Segment, TextCallScanner
 
 
 class TextBlocks:
     """Starts, deltas and closes of scanned text blocks."""
 
-    __slots__ = ("_offered", "_output", "_tools")
+    __slots__ = ("_lane_head", "_offered", "_output", "_tools", "lane")
 
     def __init__(self, offered: frozenset[str], output: RoundOutput, tools: ToolBlocks) -> None:
         self._offered = offered
         self._output = output
         self._tools = tools
+        # The text block whose client block is open (None: none is), and how a plain text
+        # delta at its client index begins: see `as_came`.
+        self.lane: TextBlock | None = None
+        self._lane_head = b""
 
     def start(self, block: dict[str, Any]) -> TextBlock:
         text = TextBlock(TextCallScanner(self._offered), {**block, "text": ""})
@@ -34,13 +40,28 @@ class TextBlocks:
 
     def delta(self, text: TextBlock, obj: dict[str, Any], raw: bytes) -> None:
         delta = obj.get("delta")
-        if isinstance(delta, dict) and delta.get("type") == "text_delta":
-            value = delta.get("text")
-            if isinstance(value, str) and value:
-                self._segments(text, text.scanner.feed(value))
+        if not isinstance(delta, dict) or delta.get("type") != "text_delta":
+            self._open(text)  # citations and other deltas: in the open text block
+            self._output.reindexed(obj, raw, text.index, "content_block_delta")
             return
-        self._open(text)  # citations and other deltas: in the open text block
-        self._output.reindexed(obj, raw, text.index, "content_block_delta")
+        value = delta.get("text")
+        if not isinstance(value, str) or not value:
+            return
+        if not text.scanner.passes(value):
+            segments = text.scanner.feed(value)
+            if segments != [value]:
+                self._segments(text, segments)
+                return
+        # Released whole and unchanged: `_segments` would write the event again as it came
+        # when it has nothing else and is at the client's index. Then it goes out as it came.
+        if _plain_text_event(obj, delta):
+            self._open(text)
+            if obj["index"] == text.index:
+                text.text.append(value)
+                # joined once, with the rest
+                self._output.out += (_DELTA_HEAD, data_lines(raw), b"\n\n")
+                return
+        self._segments(text, [value])
 
     def close(self, text: TextBlock) -> None:
         self._segments(text, text.scanner.end())
@@ -56,14 +77,59 @@ class TextBlocks:
                 self._close(text)
                 self._tools.recovered(segment)
 
+    def as_came(self, data: bytes) -> bool:
+        """Take an upstream event that is a plain text delta of the lane's block from its bytes
+        alone, without parsing it; False (nothing done) when `delta` must decide.
+
+        Such an event is `{"type":"content_block_delta","index":N,"delta":{"type":
+        "text_delta","text":"..."}}` exactly as the lane's prefix and the end `"}}` spell it,
+        with a text of valid UTF-8 without quotes, backslashes or control characters: then it
+        is that JSON object and that text, with no other key, at the block's index, and
+        `delta` would send it on as it came if the scanner passes the text whole. So does
+        this (the tests hold it to `delta`'s answer)."""
+        text = self.lane
+        if text is None or not data.startswith(self._lane_head) or data[-3:] != b'"}}':
+            return False
+        body = data[len(self._lane_head) : -3]
+        if not body or _NOT_PLAIN.search(body) is not None:
+            return False
+        try:
+            value = body.decode()
+        except UnicodeDecodeError:
+            return False
+        if not text.scanner.passes(value):
+            return False
+        text.text.append(value)
+        self._output.out += (_DELTA_HEAD, data, b"\n\n")
+        return True
+
     def _open(self, text: TextBlock) -> None:
         if text.index < 0:
             text.index = self._output.take_index()
             self._output.start(text.index, text.start)
+            # The stream has one block open at a time, so a delta at any index reaches this
+            # one while it is open: its lane is the deltas at the client's index.
+            self.lane = text
+            self._lane_head = _LANE_HEAD % text.index
 
     def _close(self, text: TextBlock) -> None:
+        if self.lane is text:
+            self.lane = None
         if text.index >= 0:
             self._output.records.append({**text.start, "text": "".join(text.text)})
             text.text = []
             self._output.stop(text.index)
             text.index = -1
+
+
+_DELTA_HEAD = b"event: content_block_delta\ndata: "
+_LANE_HEAD = b'{"type":"content_block_delta","index":%d,"delta":{"type":"text_delta","text":"'
+# What a JSON string's text may not hold as it is (a quote ends it, a backslash escapes).
+_NOT_PLAIN = re.compile(rb'["\\\x00-\x1f]')
+
+
+def _plain_text_event(obj: dict[str, Any], delta: dict[str, Any]) -> bool:
+    """Has a text delta event nothing but what `_segments` writes for it (`type`, an integer
+    `index`, `delta`; in the delta `type` and `text`)? Then, at the right index and with its
+    text unchanged, its bytes are the event `_segments` would write."""
+    return len(obj) == 3 and len(delta) == 2 and type(obj.get("index")) is int  # not True

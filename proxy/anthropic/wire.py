@@ -23,7 +23,23 @@ def encode(data: dict[str, Any]) -> bytes:
 
 def encode_raw(kind: str, data: bytes) -> bytes:
     """An event whose data goes on as the upstream wrote it."""
-    return b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n"
+    return b"event: " + kind.encode() + b"\ndata: " + data_lines(data) + b"\n\n"
+
+
+def data_lines(data: bytes) -> bytes:
+    """An event's data after its first `data: `: an upstream event of several data lines
+    (the decoder joined them with newlines) goes on as that many lines again, since a
+    newline inside one line would end it and leave the rest unreadable."""
+    if data.find(b"\n") >= 0:  # find(): `bytes in bytes` formats a TypeError first
+        return data.replace(b"\n", b"\ndata: ")
+    return data
+
+
+def at_index(obj: dict[str, Any], index: int) -> bool:
+    """Is the event's `index` this one? An integer only: `true` equals 1 in Python, and a
+    client must not be sent `"index": true` as if it were the block's index."""
+    value = obj.get("index")
+    return type(value) is int and value == index
 
 
 def error_type(error: ProxyError) -> str:

@@ -18,7 +18,7 @@ split (markers.py says how).
 
 from __future__ import annotations
 
-from proxy.core.textcalls.markers import MAX_BLOCK_CHARS, MarkerScanner
+from proxy.core.textcalls.markers import MAX_BLOCK_CHARS, MarkerScanner, may_open
 from proxy.core.textcalls.model import RecoveredCall, Segment
 from proxy.core.textcalls.whole import WholeMessage
 
@@ -45,7 +45,18 @@ class TextCallScanner:
         """Characters looked at so far (the linear-time tests count them)."""
         return self._markers.examined + self._whole.examined
 
+    def passes(self, text: str) -> bool:
+        """Feed `text` if it goes out whole and unchanged without the stages, which then have
+        nothing to do: nothing is held that it could complete, and no marker starts in it.
+        True if it did (it is then released, as `feed` would release it); False: feed it."""
+        if self.holding or may_open(text):
+            return False
+        self._markers.examined += len(text)
+        return True
+
     def feed(self, text: str) -> list[Segment]:
+        if self.passes(text):  # without the stages' look at its tail character by character
+            return [text] if text else []
         passed = self._whole.feed(text)
         out: list[Segment] = []
         if passed:

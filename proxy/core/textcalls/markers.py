@@ -36,6 +36,12 @@ _START_CHARS = frozenset(s[0] for s in MARKERS)
 _PREFIXES = frozenset(s[:n] for s in MARKERS for n in range(1, len(s)))
 
 
+def may_open(text: str) -> bool:
+    """Could a marker start in `text`? Every marker starts with `<` or `[` (the table's tests
+    hold every format to that); two `in` tests are far cheaper than the scan of a tail."""
+    return "<" in text or "[" in text
+
+
 class _Block:
     """An open block: its marker, and the body so far."""
 

@@ -395,3 +395,70 @@ def test_indexes_no_block_can_have_are_read_as_missing() -> None:
     )
     got = run(request(), [upstream]).read()
     assert got.message["content"] == [{"type": "text", "text": "x"}]
+
+
+def _split_data(event: bytes) -> bytes:
+    """The event with its JSON data split over two `data:` lines (SSE joins them with a
+    newline, which JSON reads as whitespace)."""
+    head, _, data = event.partition(b"\ndata: ")
+    cut = data.index(b",") + 1
+    return head + b"\ndata: " + data[:cut] + b"\ndata: " + data[cut:]
+
+
+def test_events_of_several_data_lines_reach_the_client_readable() -> None:
+    """An event the upstream wrote over several `data:` lines goes on as that many lines: as
+    one line with a newline inside, the client would read only its first line."""
+    upstream = (
+        _split_data(start())
+        + ev(
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            }
+        )
+        + _split_data(
+            ev(
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": "hi"},
+                }
+            )
+        )
+        + _split_data(
+            ev({"type": "ping"}) if False else ev({"type": "content_block_stop", "index": 0})
+        )
+        + end("end_turn")
+    )
+    got = run(request(), [upstream]).read()
+    assert got.message["content"] == [{"type": "text", "text": "hi"}]
+    assert got.message["id"] == "msg_up1"
+
+
+def test_an_index_of_true_is_not_taken_for_block_one() -> None:
+    """`true == 1` in Python: a passed-through block's events must still carry the integer."""
+    upstream = (
+        start()
+        + text(0, "a")
+        + ev(
+            {
+                "type": "content_block_start",
+                "index": True,
+                "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+            }
+        )
+        + ev(
+            {
+                "type": "content_block_delta",
+                "index": True,
+                "delta": {"type": "thinking_delta", "thinking": "hm"},
+            }
+        )
+        + ev({"type": "content_block_stop", "index": True})
+        + end("end_turn")
+    )
+    got = run(request(), [upstream])
+    indexes = [e.get("index") for e in read(got.client).events if "index" in e]
+    assert all(type(i) is int for i in indexes), indexes
+    assert read(got.client).message["content"][1]["thinking"] == "hm"
