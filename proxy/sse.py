@@ -22,7 +22,10 @@ class SSEFramingError(Exception):
     """The upstream sent an event larger than MAX_EVENT_BYTES."""
 
 
-@dataclass(frozen=True, slots=True)
+# Value objects: read-only by convention and hashed by value (unsafe_hash), not frozen: a
+# frozen dataclass's __init__ sets each field through object.__setattr__, about twice the
+# cost of building one, and these are built per call, per note or per event.
+@dataclass(slots=True, unsafe_hash=True)
 class SSEEvent:
     """One event: its data (data lines joined by `\\n`, or None) and its other raw lines."""
 

@@ -38,6 +38,7 @@ _LIVE = SlotState.LIVE
 _DROPPED = SlotState.DROPPED
 _NEVER = Progress.NEVER
 _CLOSED = Progress.CLOSED
+_DELIVER = Verdict.DELIVER
 
 
 class CallSlot:
@@ -54,6 +55,7 @@ class CallSlot:
         "name_",
         "raw_id",
         "state",
+        "waits",
     )
 
     def __init__(self) -> None:
@@ -66,6 +68,10 @@ class CallSlot:
         self.complete = False
         self.state = _PENDING
         self.client_index = -1
+        # Its raw id may repeat an answered or an earlier call: it waits for complete
+        # arguments (needs_hold only ever turns true within a round, and the raw id of a
+        # call that has one never changes), so its fragments need not ask again.
+        self.waits = False
         # Characters joined, compared or parsed for the arguments beyond the completeness
         # scan's own count: with it, linear in the arguments' length (tests check it).
         self.examined = 0
@@ -152,6 +158,15 @@ class ChoiceCalls:
             self._note("empty_tool_calls")
             return []
         out: list[dict[str, Any]] = []
+        if len(raw) == 1:
+            # Most deltas are one bare argument fragment of an open call: routed directly.
+            slot = self._fragment_slot(raw[0])
+            if slot is not None:
+                fragment = raw[0]["function"]["arguments"]
+                if fragment and slot.is_flush(fragment):
+                    fragment = self._flushed(slot, fragment)
+                self._grow(slot, fragment, out)
+                return out
         for position, item in enumerate(raw):
             if not isinstance(item, dict):
                 self._note("malformed_tool_call")
@@ -203,20 +218,43 @@ class ChoiceCalls:
         self._note("object_arguments")
         return dumps(arguments).decode()
 
+    def _fragment_slot(self, item: object) -> CallSlot | None:
+        """The open call `item` continues when it is a bare argument fragment (string
+        arguments, no id, no name) at an index a call has; else None. `_route` would pick
+        the same call: its fallbacks are for a missing or free index, an id or a name, or a
+        complete call's index reused, and `_read` would read the same fragment."""
+        if type(item) is not dict or item.get("id") is not None:
+            return None
+        fn = item.get("function")
+        if type(fn) is not dict or fn.get("name") is not None:
+            return None
+        index = item.get("index")
+        if type(index) is not int or type(fn.get("arguments")) is not str:
+            return None
+        slot = self._by_index.get(index)
+        return slot if slot is not None and not slot.complete else None
+
     def _take_one(self, delta: ToolDelta, out: list[dict[str, Any]]) -> None:
         slot = self._route(delta)
         fragment = delta.fragment
         if fragment and slot.is_flush(fragment):
-            # A final flush of the whole arguments: keep only what it adds (usually nothing).
-            fragment = fragment[len(slot.arguments_text()) :]
-            self._note("arguments_flush")
+            fragment = self._flushed(slot, fragment)
         if delta.raw_id is not None or delta.name is not None:
             self._merge_identity(slot, delta)
+        self._grow(slot, fragment, out)
+
+    def _flushed(self, slot: CallSlot, fragment: str) -> str:
+        """A final flush of the whole arguments: only what it adds (usually nothing)."""
+        self._note("arguments_flush")
+        return fragment[len(slot.arguments_text()) :]
+
+    def _grow(self, slot: CallSlot, fragment: str, out: list[dict[str, Any]]) -> None:
+        """`fragment` (what is left of it after a flush) joins `slot`'s arguments."""
         if fragment:
             slot.add_arguments(fragment)
             if slot.state is _LIVE:
                 out.append({"index": slot.client_index, "function": {"arguments": fragment}})
-        if slot.state is _PENDING:
+        if slot.state is _PENDING and (slot.complete or not slot.waits):
             self._try_header(slot, out, finishing=False)
         if fragment and slot.complete and slot.raw_id is not None:
             # Later calls of this raw id waited for this one's arguments (SPEC §2.4).
@@ -321,7 +359,7 @@ class ChoiceCalls:
             slot.set_arguments("{}")
             self._note("empty_arguments")
         decision = self._response.decide(self.ids, slot.raw_id, slot)
-        if decision.verdict is not Verdict.DELIVER:
+        if decision.verdict is not _DELIVER:
             slot.state = _DROPPED
             self._notes.append(decision.dropped(self.index, slot.name, slot.raw_id))
             return
@@ -350,7 +388,10 @@ class ChoiceCalls:
     def _decidable(self, slot: CallSlot) -> bool:
         """Before its choice ends, may this call's client id be decided now?"""
         raw_id = slot.raw_id
-        if not slot.complete and (raw_id is None or self._response.needs_hold(self.ids, raw_id)):
+        if not slot.complete and raw_id is None:
+            return False
+        if not slot.complete and self._response.needs_hold(self.ids, raw_id):
+            slot.waits = True
             return False
         # SPEC §2.4: a second call of a raw id is compared with the first once both are
         # complete; parallel calls may interleave, so the first may still be streaming.

@@ -30,6 +30,13 @@ class ChoiceChange(Enum):
     EMPTY = auto()  # nothing left to send: the choice leaves its chunk
 
 
+# Enum members read through their class cost an EnumType.__getattr__ call each on Python 3.11;
+# these are read for every parsed chunk.
+_SAME = ChoiceChange.SAME
+_CHANGED = ChoiceChange.CHANGED
+_EMPTY = ChoiceChange.EMPTY
+
+
 @dataclass(slots=True)
 class ChoiceState:
     index: int
@@ -47,6 +54,7 @@ class Choices:
         "_notes",
         "_states",
         "_text_calls",
+        "holding_text",
         "raw_seen",
         "replays_only",
     )
@@ -68,10 +76,12 @@ class Choices:
         self._states: dict[int, ChoiceState] = {}
         self.raw_seen = False  # a chunk with a choice was forwarded without being parsed
         self.replays_only = False  # a choice finished whose only calls were replays
+        # Must some choice's text-call scanner see all content? No content seen yet counts
+        # too: the whole message may be one JSON call. Kept current by _held_text() where a
+        # scanner or a choice changes: the stream reads it for every event it is asked about.
+        self.holding_text = True
 
-    def holding_text(self) -> bool:
-        """Must some choice's text-call scanner see all content? No content seen yet counts
-        too: the whole message may be one JSON call."""
+    def _held_text(self) -> bool:
         for state in self._states.values():
             if state.scanner is None or state.scanner.holding:
                 return True
@@ -83,6 +93,9 @@ class Choices:
 
     def rewrite_all(self, choices: list[Any]) -> tuple[bool, list[Any]]:
         """Rewrites a chunk's choices in place: (whether any changed, the choices to keep)."""
+        if len(choices) == 1 and type(choices[0]) is dict:  # nearly every chunk: no lists built
+            result = self._rewrite(choices[0], 0)
+            return result is not _SAME, [] if result is _EMPTY else choices
         changed = False
         kept = []
         for position, choice in enumerate(choices):
@@ -90,8 +103,8 @@ class Choices:
                 kept.append(choice)
                 continue
             result = self._rewrite(choice, position)
-            changed = changed or result is not ChoiceChange.SAME
-            if result is not ChoiceChange.EMPTY:
+            changed = changed or result is not _SAME
+            if result is not _EMPTY:
                 kept.append(choice)
         return changed, kept
 
@@ -121,6 +134,7 @@ class Choices:
         state = self._states.get(index)
         if state is None:
             state = self._states[index] = ChoiceState(index, self._ids.choice(index))
+            self.holding_text = True  # its scanner has seen nothing yet
         return state
 
     def _calls(self, state: ChoiceState) -> ChoiceCalls:
@@ -146,9 +160,9 @@ class Choices:
             if not isinstance(index, int):
                 # Placed by its position: the client must be told whose calls these are.
                 choice["index"] = state.index
-            return ChoiceChange.CHANGED
+            return _CHANGED
         if not changed:
-            return ChoiceChange.SAME
+            return _SAME
         delta = choice.get("delta")
         if (
             isinstance(delta, dict)
@@ -156,8 +170,8 @@ class Choices:
             and choice.get("finish_reason") is None
             and not choice.get("logprobs")
         ):
-            return ChoiceChange.EMPTY
-        return ChoiceChange.CHANGED
+            return _EMPTY
+        return _CHANGED
 
     def _rewrite_delta(
         self, state: ChoiceState, delta: dict[str, Any], emitted: list[dict[str, Any]]
@@ -201,6 +215,7 @@ class Choices:
         released = ""
         if state.scanner is not None:
             released = self._text_segments(state, state.scanner.end(), out)
+            self.holding_text = self._held_text()
         if state.calls is not None:
             state.calls.finish(out)
         return released
@@ -227,6 +242,7 @@ class Choices:
             state.scanner = TextCallScanner(self._ids.facts.offered_tools)
         original = delta["content"]
         text = self._text_segments(state, state.scanner.feed(original), out)
+        self.holding_text = self._held_text()
         if text == original:
             return False
         if text:

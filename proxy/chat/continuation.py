@@ -37,7 +37,10 @@ class Carry:
     released: bool = False  # some bytes of this response were handed to the shell
 
 
-@dataclass(frozen=True, slots=True)
+# Value objects: read-only by convention and hashed by value (unsafe_hash), not frozen: a
+# frozen dataclass's __init__ sets each field through object.__setattr__, about twice the
+# cost of building one, and these are built per call, per note or per event.
+@dataclass(slots=True, unsafe_hash=True)
 class FollowupNeeded:
     content: str
     replays: list[Replay]
@@ -73,11 +76,11 @@ class RoundContent:
     def add_event(self, data: bytes) -> None:
         self._items.append(data)
 
-    def add_read(self, read: bytes) -> None:
-        """A read of whole one-line `data: {...}` events, split into them only if the text is
-        asked for (most rounds never are: splitting every read was a stream's largest cost
-        once a round could end in a follow-up)."""
-        self._items.append(_Read(read))
+    def add_read(self, read: bytes, start: int = 0) -> None:
+        """`read[start:]`, whole one-line `data: {...}` events, split into them only if the
+        text is asked for (most rounds never are: splitting every read was a stream's largest
+        cost once a round could end in a follow-up). `start` spares a copy of the read."""
+        self._items.append(_Read(read, start))
 
     def add_text(self, text: str) -> None:
         self._items.append(text)
@@ -101,17 +104,19 @@ class RoundContent:
         items: list[bytes | str] = []
         for item in self._items:
             if isinstance(item, _Read):
-                items.extend(block[6:] for block in item.data[:-2].split(b"\n\n"))
+                run = item.data[item.start : -2]
+                items.extend(block[6:] for block in run.split(b"\n\n"))
             else:
                 items.append(item)
         return items
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class _Read:
     """A read of whole events, as RoundContent keeps it until its text is asked for."""
 
     data: bytes
+    start: int = 0  # the kept events are data[start:]
 
 
 class Continuation:

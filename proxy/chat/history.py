@@ -34,7 +34,10 @@ from proxy.core.ledger import (
 from proxy.jsontext import dumps
 
 
-@dataclass(frozen=True, slots=True)
+# Value objects: read-only by convention and hashed by value (unsafe_hash), not frozen: a
+# frozen dataclass's __init__ sets each field through object.__setattr__, about twice the
+# cost of building one, and these are built per call, per note or per event.
+@dataclass(slots=True, unsafe_hash=True)
 class IdTranslation:
     client_id: str | None
     upstream_id: str
@@ -46,7 +49,13 @@ class TranslatedRequest:
     body: dict[str, Any]
     facts: HistoryFacts
     changed: bool
-    translations: list[IdTranslation]
+    calls: list[LedgerCall]
+
+    @property
+    def translations(self) -> list[IdTranslation]:
+        """Each call's client and upstream id (for `sanitize --explain`): built when asked,
+        not for every request."""
+        return [IdTranslation(c.client_id, c.upstream_id, c.name) for c in self.calls]
 
     def to_bytes(self, original: bytes) -> bytes:
         # jsontext.dumps: a valid history nested past orjson's 254 levels must not raise
@@ -101,8 +110,7 @@ def translate_request(body: dict[str, Any], dialect_setting: str) -> TranslatedR
     facts = ledger.facts(choices=choices, offered_tools=_offered_tools(body))
     changed = rewritten.messages is not messages
     out_body = {**body, "messages": rewritten.messages} if changed else body
-    translations = [IdTranslation(c.client_id, c.upstream_id, c.name) for c in ledger.calls]
-    return TranslatedRequest(out_body, facts, changed, translations)
+    return TranslatedRequest(out_body, facts, changed, ledger.calls)
 
 
 class _MessageRewrite:

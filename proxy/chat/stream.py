@@ -93,6 +93,12 @@ _STREAMING = StreamPhase.STREAMING
 _FOLLOWUP = StreamPhase.FOLLOWUP
 _DONE = StreamPhase.DONE
 _FAILED = StreamPhase.FAILED
+_REPLAYS_ONLY = Step.REPLAYS_ONLY
+_ROUND_END = Step.ROUND_END
+_TRIP = Step.TRIP
+_FORWARD = Outcome.FORWARD
+_REWRITTEN = Outcome.REWRITTEN
+_DROP = Outcome.DROP
 
 
 # `data: [DONE]` read whole in a refused read: the event the decoder would have made of it.
@@ -102,7 +108,12 @@ _DONE_READ = SSEEvent(b"[DONE]")
 def _one_data_line(event: bytes) -> bool:
     """Is this whole event (it ends with its blank line) one `data: {...}` line, as the SSE
     decoder would read it: its data is then `event[6:-2]`, with no other lines."""
-    return event.startswith(b"data: {") and event.find(b"\r") < 0 and event.count(b"\n") == 2
+    # find(), not count(): count() compares byte by byte, find() is a memchr
+    return (
+        event.startswith(b"data: {")
+        and event.find(b"\r") < 0
+        and event.find(b"\n") == len(event) - 2
+    )
 
 
 class StreamStateError(RuntimeError):
@@ -176,7 +187,7 @@ class StreamSanitizer:
 
     def _trip(self, exc: ReplayLoopDetected, out: list[bytes]) -> None:
         self.error = exc
-        self._go(Step.TRIP)
+        self._go(_TRIP)
         out.append(exc.sse_bytes())
 
     # -- reads ---------------------------------------------------------------------------------
@@ -193,41 +204,57 @@ class StreamSanitizer:
                 return self._first_read(data)
         return self._handle(self._decoder.feed(data), None)
 
-    def _forward_run(self, run: bytes) -> list[bytes]:
-        """Whole events the rule forwards unchanged, as they arrived."""
+    def _forward_run(self, run: bytes, start: int = 0) -> list[bytes]:
+        """Whole events the rule forwards unchanged, as they arrived: `run[start:]`, returned
+        as `run` (the caller only passes a `start` when all of `run` leaves as it arrived)."""
         if self._content is not None:
-            self._content.add_read(run)
+            self._content.add_read(run, start)
         self._choices.raw_seen = True
         return [run]
 
-    def _refused_read(self, data: bytes) -> list[bytes]:
+    def _refused_read(
+        self, data: bytes, pos: int = 0, out: list[bytes] | None = None, intact: bool = True
+    ) -> list[bytes]:
         """A read the rule refused: runs of events it forwards still leave as they arrived,
         each other event takes the general path, and the rule is asked again after it (the
         first content of a round, or a tool call after content, refuses a read whose other
-        events pass: those are then not decoded and encoded one by one)."""
-        out: list[bytes] = []
-        pos, size = 0, len(data)
+        events pass: those are then not decoded and encoded one by one).
+
+        `out`: the output for `data[:pos]`; `intact`: it is those bytes as they arrived (each
+        event handled so far left unchanged). When a run the rule forwards then ends the
+        read, the whole read leaves as it arrived, without copying its pieces out of it and
+        joining them again (under callgrind a 16 KiB copy is about 16K instructions)."""
+        out = [] if out is None else out
+        size = len(data)
+        idle = True  # _read saw the decoder idle: only its feeds below change that
         while pos < size:
-            if self.phase is not _STREAMING or not self._decoder.idle:
+            if self.phase is not _STREAMING or not idle:
                 out += self._handle(self._decoder.feed(data[pos:]), None)
                 break
             if data.startswith(DONE_EVENT, pos):
                 out += self._handle([_DONE_READ], None)  # without the decoder's split
                 pos += len(DONE_EVENT)
+                intact = False
                 continue
             end = data.find(b"\n\n", pos) + 2  # the read ends with a blank line
             # A read that is one event (a paced upstream's) was just refused: not asked again.
             cut = self._forwardable_run(data, pos) if pos or end != size else pos
+            if cut == size and intact:
+                return self._forward_run(data, pos)
             if cut > pos:
                 out += self._forward_run(data[pos:cut])
                 pos = cut
                 continue
             event = data[pos:end]
             if _one_data_line(event):
-                out += self._plain_event(event)
+                handled = self._plain_event(event)
+                intact = intact and len(handled) == 1 and handled[0] is event
+                out += handled
             else:
                 # `event` as refused: the rule just said so, it is not asked again.
                 out += self._handle(self._decoder.feed(event), event)
+                idle = self._decoder.idle
+                intact = False
             pos = end
         return out
 
@@ -246,29 +273,13 @@ class StreamSanitizer:
             out = self._handle(self._decoder.feed(first), None)
         if cut == len(data):
             return out
-        if self._round.envelope is None:
-            return out + self._handle(self._decoder.feed(data[cut:]), None)
-        if self._whole_read(data, first, out):
-            # The first chunk left as it came and the rest passes the rule: the read leaves
-            # whole, neither the rest nor the output copied (16 KiB each under callgrind).
-            self._choices.raw_seen = True
-            return [data]
-        return out + self._read(data[cut:])  # at most once: the envelope is known now
-
-    def _whole_read(self, data: bytes, first: bytes, out: list[bytes]) -> bool:
-        """May the read leave whole, as it arrived? When the first chunk's output is its own
-        bytes (not rewritten, held or dropped) and every event after it passes the rule, as
-        `_read` would find for the rest; not when the round's content is collected (it keeps
-        the forwarded runs apart from parsed events)."""
-        return (
-            len(out) == 1
-            and out[0] is first
-            and self._hot
-            and self._content is None
-            and self.phase is _STREAMING
-            and self._decoder.idle
-            and run_end(data, len(first), self._want_now()) == len(data)
-        )
+        if self._hot and self.phase is _STREAMING and self._decoder.idle:
+            # The rest as _read would take it, without copying it out of the read.
+            intact = len(out) == 1 and out[0] is first
+            return self._refused_read(data, cut, out, intact)
+        if self._round.envelope is not None:
+            return out + self._read(data[cut:])  # at most once: the envelope is known now
+        return out + self._handle(self._decoder.feed(data[cut:]), None)
 
     def _forwardable(self, framed: bytes) -> bool:
         """The one forward-unchanged rule, for a whole read or one event framed as
@@ -281,7 +292,7 @@ class StreamSanitizer:
     def _want_now(self) -> int:
         want = self._want
         if self._text_calls:
-            want |= CONTENT if self._choices.holding_text() else MARKUP
+            want |= CONTENT if self._choices.holding_text else MARKUP
         return want
 
     def _plain_event(self, event: bytes) -> list[bytes]:
@@ -350,10 +361,10 @@ class StreamSanitizer:
             out.append(encode_event(data, other))
             return
         outcome = self._chunk(chunk)
-        if outcome is Outcome.DROP:
+        if outcome is _DROP:
             return
         # jsontext.dumps: a chunk nested past orjson's 254 levels must not raise here
-        if outcome is Outcome.REWRITTEN:
+        if outcome is _REWRITTEN:
             encoded = encode_event(dumps(chunk), other)
         else:
             encoded = framed if framed is not None else encode_event(data, other)
@@ -379,13 +390,13 @@ class StreamSanitizer:
                 chunk["choices"] = kept
                 send = bool(kept) or bool(chunk.get("usage"))
         if self._choices.replays_only:
-            self._go(Step.REPLAYS_ONLY)
+            self._go(_REPLAYS_ONLY)
             if send:
                 round_.add_usage(chunk.get("usage"))
-            return Outcome.DROP
+            return _DROP
         if not send:
-            return Outcome.DROP
-        return Outcome.REWRITTEN if changed else Outcome.FORWARD
+            return _DROP
+        return _REWRITTEN if changed else _FORWARD
 
     def _close(self) -> list[bytes]:
         """End of this round: finish open choices, then `[DONE]` (or hand over to a follow-up)."""
@@ -393,13 +404,13 @@ class StreamSanitizer:
         if self.phase is _STREAMING:
             out = [self._round.synthetic(choice) for choice in self._choices.close()]
             if self._choices.replays_only:
-                self._go(Step.REPLAYS_ONLY)
+                self._go(_REPLAYS_ONLY)
         if self.phase is _FOLLOWUP:
             content = self._content.text() if self._content is not None else ""
             self.followup = self._round.followup(content, self._choices.replays())
-            self._go(Step.ROUND_END)
+            self._go(_ROUND_END)
             return out
         out += self._round.closing_chunks()
-        self._go(Step.ROUND_END)
+        self._go(_ROUND_END)
         out.append(DONE_EVENT)
         return out

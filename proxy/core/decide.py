@@ -45,7 +45,17 @@ class Verdict(Enum):
     REPLAY = auto()
 
 
-@dataclass(frozen=True, slots=True)
+# Enum members read through their class cost an EnumType.__getattr__ call each on Python 3.11;
+# a verdict is made for every call.
+_DELIVER = Verdict.DELIVER
+_DUPLICATE = Verdict.DUPLICATE
+_REPLAY = Verdict.REPLAY
+
+
+# Value objects: read-only by convention and hashed by value (unsafe_hash), not frozen: a
+# frozen dataclass's __init__ sets each field through object.__setattr__, about twice the
+# cost of building one, and these are built per call, per note or per event.
+@dataclass(slots=True, unsafe_hash=True)
 class Decision:
     verdict: Verdict
     client_id: str = ""
@@ -56,7 +66,7 @@ class Decision:
 
     def dropped(self, choice: int, name: str, raw_id: str | None) -> CallDropped:
         """The note for a call this decision withholds (a replay or a duplicate)."""
-        if self.verdict is Verdict.REPLAY:
+        if self.verdict is _REPLAY:
             return CallDropped(
                 choice=choice, name=name, raw_id=raw_id, reason="replay", matched=self.reason or ""
             )
@@ -134,17 +144,17 @@ class ResponseIds:
                 replay = Replay(raw_id, call.name, arguments, match.client_id, match.form)
                 ids.replays.append(replay)
                 self.guard.note_replay(replay, key, self._replays_seen)
-                return Decision(Verdict.REPLAY, reason=match.form)
+                return Decision(_REPLAY, reason=match.form)
             for earlier in ids.raw_calls.get(raw_id, ()):
                 if (earlier.name, canonical_arguments(earlier.arguments_text())) == key:
-                    return Decision(Verdict.DUPLICATE, reason=REASON_DUPLICATE)
+                    return Decision(_DUPLICATE, reason=REASON_DUPLICATE)
         index = ids.delivered
         ids.delivered += 1
         if raw_id is not None:
             ids.raw_calls.setdefault(raw_id, []).append(call)
         client_id, reason = self._client_id(ids, raw_id, index)
         self._response_ids.add(client_id)
-        return Decision(Verdict.DELIVER, client_id, index, reason)
+        return Decision(_DELIVER, client_id, index, reason)
 
     def _client_id(self, ids: ChoiceIds, raw_id: str | None, index: int) -> tuple[str, str | None]:
         policy = self.policy

@@ -18,7 +18,10 @@ from proxy.core.guard import Replay
 from proxy.errors import ProxyError, ReplayLoopDetected
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# Value objects: read-only by convention and hashed by value (unsafe_hash), not frozen: a
+# frozen dataclass's __init__ sets each field through object.__setattr__, about twice the
+# cost of building one, and these are built per call, per note or per event.
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class Forward:
     """Bytes that end the client's body (`last`), or a whole message's body."""
 
@@ -26,19 +29,19 @@ class Forward:
     last: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class OpenFollowup:
     body: bytes
     replays: tuple[Replay, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class LoopDetected:
     error: ReplayLoopDetected
     before_first_byte: bool
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class UpstreamBroken:
     error: ProxyError
 

@@ -10,6 +10,7 @@ SPEC §3: dialects turn client ids into what an upstream expects in its history.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from typing import Any
@@ -76,6 +77,14 @@ def rejection_reason(raw_id: str | None) -> str | None:
     return None
 
 
+# Pure functions of an id, memoized: an agent's every turn re-sends its whole history, and
+# counter-restarting upstreams issue the same raw ids in every response (`functions.bash:0`),
+# so the same ids are digested again and again (a blake2b digest or a regex match is several
+# thousand instructions, a cache hit a few hundred). Bounded, so any traffic is safe.
+_ID_CACHE_SIZE = 4096
+
+
+@functools.lru_cache(maxsize=_ID_CACHE_SIZE)
 def raw_id_digest(raw_id: str | None) -> str:
     """SPEC §2.2: four lowercase hex digits of a digest of the raw id (absent: the empty string).
 
@@ -102,6 +111,7 @@ def mint_client_id(
 _MINTED_RE = re.compile(r"(?:call|toolu)_\d+_\d+_[0-9a-f]{4}([0-9a-f]{4})")
 
 
+@functools.lru_cache(maxsize=_ID_CACHE_SIZE)
 def minted_digest(client_id: str) -> str | None:
     """The raw-id digest a minted client id carries, or None for any other id."""
     match = _MINTED_RE.fullmatch(client_id)

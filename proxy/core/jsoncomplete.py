@@ -40,13 +40,21 @@ class Progress(Enum):
     NEVER = auto()  # nothing appended can make the text one complete object or array
 
 
+# Reading an Enum member through its class costs an EnumType.__getattr__ call on Python 3.11:
+# the states are read for every argument fragment that closes a bracket.
+_BEFORE = Progress.BEFORE
+_INSIDE = Progress.INSIDE
+_CLOSED = Progress.CLOSED
+_NEVER = Progress.NEVER
+
+
 class JsonCompleteness:
     """Fed the text in pieces, each character once; `state` says how far it has got."""
 
     __slots__ = ("_depth", "_escape", "_in_string", "examined", "state")
 
     def __init__(self) -> None:
-        self.state = Progress.BEFORE
+        self.state = _BEFORE
         self._depth = 0
         self._in_string = False
         self._escape = False  # the previous piece ended in a backslash inside a string
@@ -54,22 +62,22 @@ class JsonCompleteness:
 
     def feed(self, text: str) -> Progress:
         state = self.state
-        if state is Progress.NEVER or not text:
+        if state is _NEVER or not text:
             return state
         self.examined += len(text)
-        if state is Progress.CLOSED:
+        if state is _CLOSED:
             if _NOT_SPACE.search(text):
-                self.state = Progress.NEVER
+                self.state = _NEVER
             return self.state
         start = 0
-        if state is Progress.BEFORE:
+        if state is _BEFORE:
             first = _NOT_SPACE.search(text)
             if first is None:
                 return state
             if text[first.start()] not in "{[":
-                self.state = Progress.NEVER
+                self.state = _NEVER
                 return self.state
-            self.state = Progress.INSIDE
+            self.state = _INSIDE
             self._depth = 1
             start = first.end()
         self._walk(text, start)
@@ -77,7 +85,7 @@ class JsonCompleteness:
 
     def give_up(self) -> None:
         """The closed value did not parse: no continuation can make it complete."""
-        self.state = Progress.NEVER
+        self.state = _NEVER
 
     def _walk(self, text: str, pos: int) -> None:
         if self._escape:
@@ -111,5 +119,5 @@ class JsonCompleteness:
                 if self._depth == 0:
                     # Anything but whitespace after the top-level value rules it out for good.
                     trailing = _NOT_SPACE.search(text, pos) is not None
-                    self.state = Progress.NEVER if trailing else Progress.CLOSED
+                    self.state = _NEVER if trailing else _CLOSED
                     return

@@ -32,7 +32,10 @@ FORM_UPSTREAM = "upstream id"  # the id this request sent upstream for the answe
 FORM_ISSUED = "issued id"  # the id the upstream first issued (kept, or a minted id's digest)
 
 
-@dataclass(frozen=True, slots=True)
+# Value objects: read-only by convention and hashed by value (unsafe_hash), not frozen: a
+# frozen dataclass's __init__ sets each field through object.__setattr__, about twice the
+# cost of building one, and these are built per call, per note or per event.
+@dataclass(slots=True, unsafe_hash=True)
 class ReplayMatch:
     """The answered call a replay repeats: how it was recognized and the id the client knows."""
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# Value objects: read-only by convention and hashed by value (unsafe_hash), not frozen: a
+# frozen dataclass's __init__ sets each field through object.__setattr__, about twice the
+# cost of building one, and these are built per call, per note or per event.
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class IdRewritten:
     choice: int
     index: int
@@ -15,7 +18,7 @@ class IdRewritten:
     reason: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class CallDropped:
     """A call the client never sees: an in-response duplicate or a replay."""
 
@@ -27,7 +30,7 @@ class CallDropped:
     matched: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True)
 class DeltaRepaired:
     kind: str
     detail: str = ""

@@ -1,0 +1,164 @@
+"""The stream core's shortcuts take the decisions the general path takes: a bare argument
+fragment routed straight to its open call, and a read that leaves whole when every event in it
+left unchanged. Each test is a case where a shortcut taken wrongly changes what the client gets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from helpers import (
+    Setup,
+    assistant,
+    call_summary,
+    calls,
+    content_of,
+    finish,
+    frag,
+    hcall,
+    header,
+    minted,
+    parse_sse,
+    request,
+    role,
+    run,
+    sse,
+    text,
+    tool,
+    tool_deltas,
+    tool_msg,
+)
+
+from proxy.core.notes import DeltaRepaired
+
+NATIVE = "call_Ab3De5Gh7Jk9Lm1No3Pq5Rs"
+NATIVE2 = "call_Zy9Xw8Vu7Ts6Rq5Po4Nm3Lk2"
+ARGS = '{"path":"a.py"}'
+ANSWERED = request(
+    [
+        {"role": "user", "content": "hi"},
+        assistant(hcall(NATIVE, "read_file", ARGS)),
+        tool_msg(NATIVE),
+    ]
+)
+
+
+def kinds(notes: list[Any]) -> list[str]:
+    return [n.kind for n in notes if isinstance(n, DeltaRepaired)]
+
+
+# -- a bare fragment goes to the open call at its index ------------------------------------------
+
+
+def test_fragments_of_a_held_call_wait_with_it_then_leave_in_its_header() -> None:
+    # The slot is PENDING (a possible replay) while its fragments arrive.
+    data = sse(
+        calls(header(0, NATIVE, "read_file")),
+        calls(frag(0, '{"path":')),
+        calls(frag(0, '"b.py"}')),
+        finish(),
+    )
+    result = run(Setup(body=ANSWERED).core, data)
+    deltas = tool_deltas(result.events)
+    assert deltas == [
+        {
+            "index": 0,
+            "id": minted(2, 0),
+            "type": "function",
+            "function": {"name": "read_file", "arguments": '{"path":"b.py"}'},
+        }
+    ]
+
+
+def test_fragments_of_a_live_call_leave_under_its_client_index() -> None:
+    # The first call is a replay (dropped): the second call is the client's call 0, so its
+    # fragments, at upstream index 1, must be renumbered.
+    data = sse(
+        calls(header(0, NATIVE, "read_file", ARGS)),
+        calls(header(1, NATIVE2, "grep")),
+        calls(frag(1, '{"q":')),
+        calls(frag(1, "1}")),
+        finish(),
+    )
+    result = run(Setup(body=ANSWERED, guard=True).core, data)
+    assert call_summary(result.events) == [(NATIVE2, "grep", '{"q":1}')]
+    assert {d["index"] for d in tool_deltas(result.events)} == {0}
+
+
+def test_a_final_flush_of_the_whole_arguments_adds_only_what_is_new() -> None:
+    data = sse(
+        calls(header(0, NATIVE, "f", '{"a":')),
+        calls(frag(0, '{"a":1}')),  # the whole arguments again, now complete
+        finish(),
+    )
+    result = run(Setup().core, data)
+    assert call_summary(result.events) == [(NATIVE, "f", '{"a":1}')]
+    assert "arguments_flush" in kinds(result.core.notes)
+
+
+def test_a_bare_fragment_at_a_complete_calls_index_goes_to_the_open_call() -> None:
+    # SGLang numbers a call's deltas by its tool's position: index 0 is reused by the second
+    # call while the first, at index 0 too, is complete.
+    data = sse(
+        calls(header(0, NATIVE, "f", '{"a":1}')),
+        calls(tool(index=1, id=NATIVE2, name="g", arguments="")),
+        calls(frag(0, '{"b":')),
+        calls(frag(0, "2}")),
+        finish(),
+    )
+    result = run(Setup().core, data)
+    assert call_summary(result.events) == [(NATIVE, "f", '{"a":1}'), (NATIVE2, "g", '{"b":2}')]
+    assert "index_remapped" in kinds(result.core.notes)
+
+
+def test_a_fragment_with_an_empty_name_or_null_id_is_still_a_bare_fragment() -> None:
+    data = sse(
+        calls(header(0, NATIVE, "f", '{"a":')),
+        calls(tool(index=0, id=None, function={"name": None, "arguments": "1"})),
+        calls(tool(index=0, function={"name": "", "arguments": "}"})),
+        finish(),
+    )
+    result = run(Setup().core, data)
+    assert call_summary(result.events) == [(NATIVE, "f", '{"a":1}')]
+    assert "repeated_fields" not in kinds(result.core.notes)
+
+
+def test_a_named_delta_at_a_taken_index_after_completion_starts_another_call() -> None:
+    data = sse(
+        calls(header(0, NATIVE, "f", '{"a":1}')),
+        calls(header(0, NATIVE2, "g", '{"b":')),  # servers that put every call at index 0
+        calls(frag(0, "2}")),
+        finish(),
+    )
+    result = run(Setup().core, data)
+    assert call_summary(result.events) == [(NATIVE, "f", '{"a":1}'), (NATIVE2, "g", '{"b":2}')]
+
+
+# -- a read leaves whole only when nothing in it changed -----------------------------------------
+
+
+def test_a_changed_event_inside_a_read_is_not_lost_when_a_run_ends_the_read() -> None:
+    # One read: the first chunk, content, a call whose counter-shaped id is rewritten, then
+    # content the rule forwards to the end of the read.
+    data = sse(
+        role(), text("a"), calls(header(0, "0", "f", "{}")), text("b"), text("c"), done=False
+    )
+    core = Setup().core()
+    out = b"".join(core.feed(data)) + b"".join(core.end())
+    events = parse_sse(out)
+    assert call_summary(events) == [(minted(1, 0), "f", "{}")]
+    assert content_of(events) == "abc"
+
+
+def test_a_changed_first_chunk_is_not_lost_when_the_rest_of_the_read_is_forwarded() -> None:
+    data = sse(calls(header(0, "0", "f", "{}"), role="assistant"), text("b"), text("c"), done=False)
+    core = Setup().core()
+    out = b"".join(core.feed(data)) + b"".join(core.end())
+    events = parse_sse(out)
+    assert call_summary(events) == [(minted(1, 0), "f", "{}")]
+    assert content_of(events) == "bc"
+
+
+def test_an_unchanged_read_leaves_as_the_bytes_that_arrived() -> None:
+    data = sse(role(), text("a"), text("b"), done=False)
+    core = Setup(body=request(tools=[{"type": "function", "function": {"name": "f"}}])).core()
+    assert b"".join(core.feed(data)) == data
