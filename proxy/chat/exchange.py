@@ -60,6 +60,13 @@ _TRANSITIONS: dict[ExchangePhase, frozenset[ExchangePhase]] = {
 }
 
 
+# Read on every streamed read: on Python 3.11 an Enum member read through its class is an
+# EnumType.__getattr__ call.
+_RECEIVING = ExchangePhase.RECEIVING
+_STREAMING = StreamPhase.STREAMING
+_STREAM_DONE = StreamPhase.DONE
+
+
 class ExchangeClosed(RuntimeError):
     """Input after the exchange ended, or before a round began: a bug in the shell."""
 
@@ -185,10 +192,10 @@ class ChatExchange(RoundPhases):
 
     def feed(self, data: bytes) -> list[ExchangeEvent]:
         core = self._stream_core
-        if core is None or self.phase is not ExchangePhase.RECEIVING:
+        if core is None or self.phase is not _RECEIVING:
             return self._feed_message(data)
         out = core.feed(data)
-        if core.phase is StreamPhase.STREAMING and not core.notes:
+        if core.phase is _STREAMING and not core.notes:
             # The hot path: the round goes on and decided nothing worth a note.
             if out:
                 self._forwarded = True
@@ -230,7 +237,7 @@ class ChatExchange(RoundPhases):
         self._take_notes(core.notes)
         if core.error is not None:
             return self._stream_loop(core, out)
-        if core.phase is not StreamPhase.DONE:
+        if core.phase is not _STREAM_DONE:
             if out:
                 self._forwarded = True
                 return [out[0] if len(out) == 1 else b"".join(out)]

@@ -77,7 +77,7 @@ class Decision:
 class ChoiceIds:
     """Per choice: the random half of its minted ids' suffix and what it delivered."""
 
-    hex4: str
+    hex4: str = ""  # drawn when the choice's first id is minted (most responses mint none)
     delivered: int = 0
     # raw id -> the calls delivered under it; their arguments are read when a later call
     # with the same raw id is complete (they may still be streaming when delivered)
@@ -125,7 +125,7 @@ class ResponseIds:
     def choice(self, index: int) -> ChoiceIds:
         ids = self._choices.get(index)
         if ids is None:
-            ids = self._choices[index] = ChoiceIds(self._hex_source())
+            ids = self._choices[index] = ChoiceIds()
         return ids
 
     def needs_hold(self, ids: ChoiceIds, raw_id: str | None) -> bool:
@@ -174,7 +174,17 @@ class ResponseIds:
             reason = rejection_reason(raw_id) if policy == "auto" else None
             if reason is None and not colliding:
                 return raw_id, None
-            minted = mint_client_id(self.facts.turn, index, ids.hex4, raw_id, self.mint_prefix)
+            minted = mint_client_id(
+                self.facts.turn, index, self._hex4(ids), raw_id, self.mint_prefix
+            )
             return minted, reason or REASON_COLLISION
         reason = rejection_reason(raw_id) if raw_id is None else REASON_POLICY
-        return mint_client_id(self.facts.turn, index, ids.hex4, raw_id, self.mint_prefix), reason
+        minted = mint_client_id(self.facts.turn, index, self._hex4(ids), raw_id, self.mint_prefix)
+        return minted, reason
+
+    def _hex4(self, ids: ChoiceIds) -> str:
+        """The choice's random half, drawn once: a system call's worth of entropy per choice
+        that mints, none for the many responses that keep every id or carry no call."""
+        if not ids.hex4:
+            ids.hex4 = self._hex_source()
+        return ids.hex4
