@@ -269,7 +269,11 @@ class ExchangeHandler:
                         await writer.write(first)  # the hot path: a stream goes on
                         continue
                     if (step := await self._act(req, writer, events)) is not None:
-                        await _drain(chunks)  # the rest is not needed; read it for the pool
+                        if response.body_settled():  # usual: the end came with the last read
+                            async for _ in chunks:  # ends at once: nothing to wait for
+                                pass
+                        else:  # the rest is not needed; read it for the pool, within bounds
+                            await _drain(chunks)
                         return step
                 await response.aclose()  # the body ended: its connection goes back now
             return await self._act(req, writer, exchange.end())

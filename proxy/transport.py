@@ -403,6 +403,12 @@ class ResponseBody(httpx.AsyncByteStream):
             raise conn.error
         return None if conn.complete else _WAIT
 
+    @property
+    def settled(self) -> bool:
+        """The response is complete and every byte of it was read."""
+        conn = self._conn
+        return conn.complete and not conn.chunks and conn.error is None
+
     def _name(self, exc: httpx.RequestError) -> None:
         """Failures name the request when there is one (as httpx's own transport's do)."""
         if self._request is not None:

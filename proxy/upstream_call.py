@@ -81,6 +81,12 @@ class UpstreamResponse:
             return await stream.read()
         return b"".join([chunk async for chunk in self.chunks(decoded=True)])
 
+    def body_settled(self) -> bool:
+        """Has the whole body arrived and been read, so that reading on cannot wait? (The
+        proxy's transport, an undecoded body; elsewhere it is not known: False.)"""
+        stream = self._stream
+        return type(stream) is ResponseBody and stream.settled and self._identity()
+
     def _identity(self) -> bool:
         encoding = self.content_encoding()
         return encoding is None or encoding == b"identity"

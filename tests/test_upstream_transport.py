@@ -633,3 +633,36 @@ def test_a_whole_body_that_stalls_is_upstream_stream_error(run: Run) -> None:
                 await response.aclose()
 
     run(scenario)
+
+
+def test_a_body_is_settled_only_once_its_end_arrived_and_all_of_it_was_read(run: Run) -> None:
+    """The exchange shell skips its bounded drain when reading on cannot wait: only then."""
+
+    async def scenario(client: httpx.AsyncClient) -> None:
+        release_end = asyncio.Event()
+
+        async def held(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await read_request(reader)
+            writer.write(SSE_HEAD + chunk(EVENT))
+            await writer.drain()
+            await release_end.wait()
+            writer.write(chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+            await writer.drain()
+
+        async with upstream(held) as url:
+            response = await open_stream(client, url)
+            try:
+                pieces = response.chunks(decoded=True).__aiter__()
+                assert await pieces.__anext__() == EVENT
+                assert not response.body_settled()  # the end has not come
+                release_end.set()
+                assert await pieces.__anext__() == b"data: [DONE]\n\n"
+                # Read whole; the proxy's own calls can tell, httpx's objects do not.
+                raw_calls = not isinstance(client, ThroughHttpx)
+                assert response.body_settled() is raw_calls
+                with pytest.raises(StopAsyncIteration):
+                    await pieces.__anext__()
+            finally:
+                await response.aclose()
+
+    run(scenario)
