@@ -230,8 +230,8 @@ def _instructions(kind: str, requests: int, floor: bool = False) -> int:
     return (totals[1] - totals[0]) // (2 * requests)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.inprocess", description=__doc__)
+def add_kind_flags(parser: argparse.ArgumentParser) -> None:
+    """`--stream` or `--stream-toolcall` (nothing: the small request); see `kind_of`."""
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--stream", action="store_true", help="the 200-chunk stream")
     what.add_argument(
@@ -239,6 +239,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the 200-chunk stream that ends in a Kimi-style tool call",
     )
+
+
+def kind_of(args: argparse.Namespace) -> str:
+    return "toolcall" if args.stream_toolcall else "stream" if args.stream else "small"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.inprocess", description=__doc__)
+    add_kind_flags(parser)
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument(
         "--floor",
@@ -249,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--profile", action="store_true", help="cProfile, top 30 by own time")
     mode.add_argument("--instructions", action="store_true", help="callgrind, per request")
     args = parser.parse_args(argv)
-    kind = "toolcall" if args.stream_toolcall else "stream" if args.stream else "small"
+    kind = kind_of(args)
     what = f"{KINDS[kind]}{' without the proxy (--floor)' if args.floor else ''}"
     if args.instructions:
         count = _instructions(kind, min(args.requests, 100), args.floor)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from bench import procs
 from bench.client import Connection, chat_body, chat_request, toolcall_body
+from bench.inprocess import add_kind_flags, kind_of
 
 WARMUP = 50
 # Valgrind runs the interpreter about 50x slower: starting the server takes a while.
@@ -136,17 +137,11 @@ def measure(kind: str, requests: int, floor: bool) -> tuple[int, list[tuple[str,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.serverprocess", description=__doc__)
-    what = parser.add_mutually_exclusive_group()
-    what.add_argument("--stream", action="store_true", help="the 200-chunk stream")
-    what.add_argument(
-        "--stream-toolcall",
-        action="store_true",
-        help="the 200-chunk stream that ends in a Kimi-style tool call",
-    )
+    add_kind_flags(parser)
     parser.add_argument("--floor", action="store_true", help="the uvicorn floor, no proxy")
     parser.add_argument("--requests", type=int, default=100)
     args = parser.parse_args(argv)
-    kind = "toolcall" if args.stream_toolcall else "stream" if args.stream else "small"
+    kind = kind_of(args)
     count, split = measure(kind, args.requests, args.floor)
     server = "the uvicorn floor" if args.floor else "the proxy's server process"
     print(f"instructions per request ({kind}), {server}: {count:,}")
