@@ -560,8 +560,6 @@ class _HeadPlan:
 
 
 Names = tuple[Any, ...]
-_NAME = itemgetter(0)
-_VALUE = itemgetter(1)
 
 
 def _literal(text: bytes) -> bytes:
