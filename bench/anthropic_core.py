@@ -1,0 +1,88 @@
+"""Instructions per Anthropic Messages stream in the sans-IO core alone (`AnthropicExchange`).
+
+The stream Claude Code gets on a long answer: `message_start`, one text block of 200 text
+deltas, `message_delta` and `message_stop` (built with the Anthropic test builders), for a
+request that offers tools, so text goes through the leaked-markup scanner; fed in 16 KiB
+reads. Counted under callgrind at N and 3N streams (after the same warm-up), differenced.
+
+    python -m bench.anthropic_core [--streams N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import orjson
+
+from proxy.anthropic.exchange import AnthropicExchange
+from proxy.chat.exchange import RouteRules
+
+WARMUP = 20
+READ_BYTES = 16 * 1024
+_BUILDERS = Path(__file__).resolve().parent.parent / "tests" / "core" / "anthropic"
+
+
+def _stream() -> tuple[dict[str, object], bytes, list[bytes]]:
+    sys.path.insert(0, str(_BUILDERS))
+    # The tests' own builders (a module of tests/, not a package).
+    from anthropic_wire import end, request, start, text  # type: ignore[import-not-found]
+
+    upstream = start() + text(0, *(f"word{i} " for i in range(200))) + end("end_turn")
+    reads = [upstream[i : i + READ_BYTES] for i in range(0, len(upstream), READ_BYTES)]
+    return request(), upstream, reads
+
+
+def run(streams: int) -> None:
+    body, _, reads = _stream()
+    raw, rules = orjson.dumps(body), RouteRules()
+    for _ in range(WARMUP + streams):
+        exchange = AnthropicExchange(body, raw, rules)
+        exchange.begin_round(stream=True)
+        for read in reads:
+            exchange.feed(read)
+        if exchange.phase.name == "RECEIVING":
+            exchange.end()
+
+
+def instructions(streams: int) -> int:
+    totals = []
+    for count in (streams, 3 * streams):
+        with tempfile.TemporaryDirectory() as work:
+            argv = [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={work}/callgrind.out",
+                sys.executable,
+                "-m",
+                "bench.anthropic_core",
+                "--run",
+                str(count),
+            ]
+            done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        match = re.search(r"Collected : (\d+)", done.stderr)
+        if done.returncode != 0 or match is None:
+            raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stderr[-3000:]}")
+        totals.append(int(match.group(1)))
+    return (totals[1] - totals[0]) // (2 * streams)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.anthropic_core", description=__doc__)
+    parser.add_argument("--streams", type=int, default=50)
+    parser.add_argument("--run", type=int, help=argparse.SUPPRESS)  # the counted process
+    args = parser.parse_args(argv)
+    if args.run is not None:
+        run(args.run)
+        return 0
+    count = instructions(args.streams)
+    print(f"instructions per 200-delta Anthropic stream, core only: {count:,}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
