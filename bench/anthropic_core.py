@@ -11,14 +11,12 @@ reads. Counted under callgrind at N and 3N streams (after the same warm-up), dif
 from __future__ import annotations
 
 import argparse
-import re
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import orjson
 
+from bench.inprocess import per_unit
 from proxy.anthropic.exchange import AnthropicExchange
 from proxy.chat.exchange import RouteRules
 
@@ -50,25 +48,7 @@ def run(streams: int) -> None:
 
 
 def instructions(streams: int) -> int:
-    totals = []
-    for count in (streams, 3 * streams):
-        with tempfile.TemporaryDirectory() as work:
-            argv = [
-                "valgrind",
-                "--tool=callgrind",
-                f"--callgrind-out-file={work}/callgrind.out",
-                sys.executable,
-                "-m",
-                "bench.anthropic_core",
-                "--run",
-                str(count),
-            ]
-            done = subprocess.run(argv, capture_output=True, text=True, check=False)
-        match = re.search(r"Collected : (\d+)", done.stderr)
-        if done.returncode != 0 or match is None:
-            raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stderr[-3000:]}")
-        totals.append(int(match.group(1)))
-    return (totals[1] - totals[0]) // (2 * streams)
+    return per_unit(lambda n: ["bench.anthropic_core", "--run", str(n)], streams)
 
 
 def main(argv: list[str] | None = None) -> int:

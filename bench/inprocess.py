@@ -200,8 +200,16 @@ async def _check(app: Any, kind: str) -> None:
 
 def _instructions(kind: str, requests: int, floor: bool = False) -> int:
     """Instructions per request: callgrind totals at N and 3N requests, differenced."""
+    flags = [] if kind == "small" else ["--stream" if kind == "stream" else "--stream-toolcall"]
+    flags += ["--floor"] if floor else []
+    return per_unit(lambda n: ["bench.inprocess", "--requests", str(n), *flags], requests)
+
+
+def per_unit(module_argv: Callable[[int], list[str]], count: int) -> int:
+    """Instructions per unit of work: `python -m <module_argv(n)>` doing n units (after the
+    same warm-up) counted under callgrind at n = count and 3 * count, differenced."""
     totals = []
-    for count in (requests, 3 * requests):
+    for units in (count, 3 * count):
         with tempfile.TemporaryDirectory() as work:
             argv = [
                 "valgrind",
@@ -209,15 +217,7 @@ def _instructions(kind: str, requests: int, floor: bool = False) -> int:
                 f"--callgrind-out-file={work}/callgrind.out",
                 sys.executable,
                 "-m",
-                "bench.inprocess",
-                "--requests",
-                str(count),
-                *(
-                    []
-                    if kind == "small"
-                    else ["--stream" if kind == "stream" else "--stream-toolcall"]
-                ),
-                *(["--floor"] if floor else []),
+                *module_argv(units),
             ]
             env = {**os.environ, "PYTHONHASHSEED": "0"}
             done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
@@ -227,7 +227,7 @@ def _instructions(kind: str, requests: int, floor: bool = False) -> int:
         if match is None:
             raise RuntimeError("callgrind printed no total:\n" + done.stderr[-2000:])
         totals.append(int(match.group(1)))
-    return (totals[1] - totals[0]) // (2 * requests)
+    return (totals[1] - totals[0]) // (2 * count)
 
 
 def add_kind_flags(parser: argparse.ArgumentParser) -> None:
