@@ -269,11 +269,7 @@ class ExchangeHandler:
                         await writer.write(first)  # the hot path: a stream goes on
                         continue
                     if (step := await self._act(req, writer, events)) is not None:
-                        if response.body_settled():  # usual: the end came with the last read
-                            async for _ in chunks:  # ends at once: nothing to wait for
-                                pass
-                        else:  # the rest is not needed; read it for the pool, within bounds
-                            await _drain(chunks)
+                        await _drain(response, chunks)  # the rest is not needed
                         return step
                 await response.aclose()  # the body ended: its connection goes back now
             return await self._act(req, writer, exchange.end())
@@ -346,7 +342,14 @@ DRAIN_BYTES = 64 * 1024
 DRAIN_SECONDS = 2.0
 
 
-async def _drain(chunks: AsyncIterator[bytes]) -> None:
+async def _drain(response: UpstreamResponse, chunks: AsyncIterator[bytes]) -> None:
+    """Read the rest of the body for the pool, within bounds; directly when all of it has
+    arrived and been read (the usual case: the end came with the last read), since
+    `asyncio.timeout` schedules and cancels a timer and looks up the task."""
+    if response.body_settled():
+        async for _ in chunks:  # ends at once: nothing to wait for
+            pass
+        return
     drained = 0
     try:
         async with asyncio.timeout(DRAIN_SECONDS):

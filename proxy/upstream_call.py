@@ -94,8 +94,7 @@ class UpstreamResponse:
     def chunks(self, *, decoded: bool) -> AsyncIterable[bytes]:
         """The body's source, failures unmapped (`iter_body` maps them)."""
         response = self._response
-        encoding = self.content_encoding()
-        if decoded and encoding is not None and encoding != b"identity":
+        if decoded and not self._identity():
             if response is None:  # httpx's decoders, on the transport's stream
                 response = self._response = httpx.Response(
                     self.status_code, headers=self.headers, stream=self._stream
