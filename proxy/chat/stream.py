@@ -277,8 +277,8 @@ class StreamSanitizer:
             # The rest as _read would take it, without copying it out of the read.
             intact = len(out) == 1 and out[0] is first
             return self._refused_read(data, cut, out, intact)
-        if self._round.envelope is not None:
-            return out + self._read(data[cut:])  # at most once: the envelope is known now
+        # Off the hot path (a nameless first chunk, a continuation, n > 1, a trip), _read
+        # would hand the rest to the decoder too.
         return out + self._handle(self._decoder.feed(data[cut:]), None)
 
     def _forwardable(self, framed: bytes) -> bool:
