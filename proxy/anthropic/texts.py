@@ -14,7 +14,7 @@ from typing import Any
 from proxy.anthropic.blocks import TextBlock
 from proxy.anthropic.output import RoundOutput
 from proxy.anthropic.tools import ToolBlocks
-from proxy.anthropic.wire import data_lines
+from proxy.anthropic.wire import at_index, data_lines
 from proxy.core.textcalls import Segment, TextCallScanner
 
 
@@ -56,7 +56,7 @@ class TextBlocks:
         # when it has nothing else and is at the client's index. Then it goes out as it came.
         if _plain_text_event(obj, delta):
             self._open(text)
-            if obj["index"] == text.index:
+            if at_index(obj, text.index):
                 text.text.append(value)
                 # joined once, with the rest
                 self._output.out += (_DELTA_HEAD, data_lines(raw), b"\n\n")
@@ -129,7 +129,7 @@ _NOT_PLAIN = re.compile(rb'["\\\x00-\x1f]')
 
 
 def _plain_text_event(obj: dict[str, Any], delta: dict[str, Any]) -> bool:
-    """Has a text delta event nothing but what `_segments` writes for it (`type`, an integer
-    `index`, `delta`; in the delta `type` and `text`)? Then, at the right index and with its
-    text unchanged, its bytes are the event `_segments` would write."""
-    return len(obj) == 3 and len(delta) == 2 and type(obj.get("index")) is int  # not True
+    """Has a text delta event nothing but what `_segments` writes for it (`type`, `index`,
+    `delta`; in the delta `type` and `text`)? Then, at the right index (`at_index`: an
+    integer) and with its text unchanged, its bytes are the event `_segments` would write."""
+    return len(obj) == 3 and len(delta) == 2
