@@ -531,7 +531,7 @@ class _HeadPlan:
     """A request head for one shape of call as a bytes format: all but the given headers'
     values (and the body's length) is fixed, and was checked for line breaks when made."""
 
-    __slots__ = ("breaks", "defaults", "format", "length")
+    __slots__ = ("defaults", "format", "length")
 
     def __init__(self, merge: _MergePlan, method: str, path: bytes, netloc: bytes, given: Names):
         self.defaults = merge.defaults
@@ -548,15 +548,17 @@ class _HeadPlan:
             _literal(path),
             b"\r\n".join(lines),
         )
-        self.breaks = 2 * (len(lines) + 2)  # a CR and a LF per line, the request line's, the end
 
     def render(self, values: tuple[Any, ...], body: bytes) -> bytes:
         """The head; TypeError for a value that is not bytes, LocalProtocolError for one that
         holds a line break (it would smuggle another header)."""
-        head = self.format % ((*values, len(body)) if self.length else values)
-        if len(head) - len(head.translate(None, b"\r\n")) != self.breaks:
+        # Only the values can hold a line break (the rest was checked when the plan was made):
+        # deleting them from the values joined, not from the whole head (about 3K instructions
+        # less; two find() calls cost about as much as this in their argument parsing).
+        joined = b"".join(values)
+        if len(joined.translate(None, b"\r\n")) != len(joined):
             raise httpx.LocalProtocolError("a request header contains a line break")
-        return head
+        return self.format % ((*values, len(body)) if self.length else values)
 
 
 Names = tuple[Any, ...]
