@@ -18,7 +18,7 @@ from proxy.asgi import Message, Receive, Scope, Send, with_request_id
 from proxy.config import Route
 from proxy.observability import Metrics, RequestLog
 from proxy.server import ResponseProgress
-from proxy.upstream import client_response_headers, timeouts
+from proxy.upstream import client_response_headers, map_upstream_errors, timeouts
 from proxy.upstream_call import open_upstream, relay
 
 
@@ -34,9 +34,10 @@ async def passthrough(
     log: RequestLog,
 ) -> int:
     """SPEC §1: any other request under the base goes through unchanged."""
-    response = await open_upstream(
-        client, scope["method"], url, headers, raw or None, timeouts(route)
-    )
+    with map_upstream_errors(streaming_body=False):
+        response = await open_upstream(
+            client, scope["method"], url, headers, raw or None, timeouts(route)
+        )
     log.mark_first_byte()
     headers = with_request_id(
         client_response_headers(response.headers, keep_length=True), log.fields["request_id"]

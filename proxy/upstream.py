@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from operator import itemgetter
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -24,7 +24,7 @@ from proxy.errors import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
-from proxy.transport import HttptoolsTransport, RawResponse, origin, request_head
+from proxy.transport import HttptoolsTransport, ResponseBody, origin, request_head
 
 # Header names as the ASGI scope and httpx's raw lists carry them: lowercase bytes.
 # RFC 9110 §7.6.1 connection-specific headers, plus those only meaningful for one hop.
@@ -335,10 +335,12 @@ class UpstreamClient(httpx.AsyncClient):
         headers: list[tuple[bytes, bytes]],
         content: bytes,
         timeout: httpx.Timeout,
-    ) -> Coroutine[Any, Any, RawResponse] | None:
+        answer: Callable[[int, list[tuple[bytes, bytes]], ResponseBody], _Answer],
+    ) -> Coroutine[Any, Any, _Answer] | None:
         """Send the request httpx would build (`request_headers`) over HttptoolsTransport,
         without httpx's objects; None when that does not apply (another transport, or a URL
         with credentials, which httpx's auth layer turns into a header): use `send` then.
+        The response is `answer(status, headers, body)`, as `send_head` makes it.
 
         Not a coroutine itself: it returns the transport's, to await (one frame less)."""
         transport = self._upstream
@@ -356,6 +358,7 @@ class UpstreamClient(httpx.AsyncClient):
             content,
             connect_timeout=timeout.connect,
             read_timeout=timeout.read,
+            answer=answer,
         )
 
     def _head(
@@ -447,6 +450,7 @@ class UpstreamClient(httpx.AsyncClient):
         return response
 
 
+_Answer = TypeVar("_Answer")
 # What open_raw needs of a URL: the pool's key, the request target and the Host header.
 _Target = tuple[tuple[str, str, int], bytes, bytes]
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
