@@ -37,10 +37,12 @@ from proxy.sse import SSEFramingError
 from proxy.surface_codec import Exchange, SurfaceCodec
 from proxy.upstream import (
     RESPONSE_DROP,
+    UPSTREAM_FAILURES,
     client_response_headers,
     headers_without,
     map_upstream_errors,
     timeouts,
+    upstream_failure,
 )
 from proxy.upstream_call import UpstreamResponse, open_upstream, relay
 
@@ -139,10 +141,12 @@ class ExchangeHandler:
         (the log line's `ttfb` is the first round's, from the client's request)."""
         follow_up = req.log.ttfb is not None
         sent = time.perf_counter()
-        with map_upstream_errors(streaming_body=False):
+        try:
             response = await open_upstream(
                 self.client, "POST", req.url, req.headers, content, timeouts(req.route)
             )
+        except UPSTREAM_FAILURES as exc:  # map_upstream_errors, without a with block
+            raise upstream_failure(exc, streaming_body=False) from None
         if follow_up:
             self.metrics.ttfb.observe(time.perf_counter() - sent)
         else:
@@ -286,14 +290,21 @@ class ExchangeHandler:
         response: UpstreamResponse,
     ) -> OpenFollowup | _RoundOver | None:
         """A whole message: read to its end (the exchange answers only then), then fed once."""
-        with map_upstream_errors(streaming_body=True):
+        try:
             body = await response.read()
+        except UPSTREAM_FAILURES as exc:  # map_upstream_errors, without a with block
+            raise upstream_failure(exc, streaming_body=True) from None
         if not response.released():  # its connection goes back before the answer is worked on
             await response.aclose()
         events = exchange.feed(body) if body else None
         if events and (step := await self._act(req, writer, events)) is not None:
             return step
-        return await self._act(req, writer, exchange.end())
+        events = exchange.end()
+        if len(events) == 1 and type(only := events[0]) is Forward and only.last:
+            # The usual answer, one whole body: what _act does with it, without its coroutine.
+            await writer.write(only.data, last=True)
+            return ROUND_OVER
+        return await self._act(req, writer, events)
 
     async def _act(
         self, req: ExchangeRequest, writer: ClientWriter, events: list[ExchangeEvent]

@@ -255,12 +255,6 @@ class JsonLineHandler(logging.StreamHandler):  # type: ignore[type-arg]
             flush()
 
 
-def _thousandths(value: float) -> float:
-    """`round(value, 3)` for the log's non-negative times, without its decimal conversion
-    (round() formats and parses the number: about 3,500 instructions against 1,500)."""
-    return int(value * 1000 + 0.5) / 1000
-
-
 def _sole_handler() -> JsonLineHandler | None:
     """The configured handler, when an info record of LOGGER would reach it and nothing
     else: no filter, no other handler (tests and embedding code add theirs), no propagation."""
@@ -288,7 +282,9 @@ def log_info(entry: dict[str, Any]) -> None:
     copying the fields into a new dict behind the three (the copy cost as much as the JSON)."""
     handler = _sole_handler()
     if handler is not None:
-        entry["ts"] = _thousandths(time.time())
+        # round(t, 3) for the log's non-negative times, without its decimal conversion (about
+        # 3,500 instructions against 1,500), and inline: a function call cost as much again.
+        entry["ts"] = int(time.time() * 1000 + 0.5) / 1000
         try:
             handler.write_entry(entry)
             return
@@ -400,8 +396,9 @@ class RequestLog:
         if stream is not None:
             self.fields["stream"] = stream
         self.fields["status"] = status
-        self.fields["duration_ms"] = _thousandths(duration * 1000)
+        # Thousandths of a millisecond, as `ts` above.
+        self.fields["duration_ms"] = int(duration * 1000 * 1000 + 0.5) / 1000
         if self.ttfb is not None:
-            self.fields["ttfb_ms"] = _thousandths(self.ttfb * 1000)
+            self.fields["ttfb_ms"] = int(self.ttfb * 1000 * 1000 + 0.5) / 1000
         log_info(self.fields)
         return duration
