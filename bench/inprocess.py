@@ -131,7 +131,8 @@ async def _run(kind: str, requests: int, profile: bool, floor: bool = False) -> 
     route = Route(name="bench", upstream=f"http://127.0.0.1:{port}/v1")
     settings = Settings(routes=(route,))
     configure_logging(settings.log_level)  # as `serve` does: one JSON line per request
-    with open(os.devnull, "w") as sink:
+    # Line-buffered, as Python opens stderr (where `serve` logs) unless told otherwise.
+    with open(os.devnull, "w", buffering=1) as sink:
         for handler in LOGGER.handlers:
             cast(logging.StreamHandler[Any], handler).setStream(sink)
         app = create_app(settings)

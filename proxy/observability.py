@@ -14,6 +14,7 @@ import sys
 import time
 from bisect import bisect_left
 from collections.abc import Iterable
+from io import TextIOWrapper
 from itertools import accumulate
 from logging import INFO
 from typing import Any
@@ -241,13 +242,18 @@ class JsonLineHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def write_entry(self, entry: dict[str, Any]) -> None:
         """Write a line given as the dict JsonFormatter would make of its record: `ts`,
         `level` and `msg` first, then the fields (RequestLog keeps its line in that shape)."""
-        if self.terminator == "\n":  # orjson ends the line: no second copy of it
+        newline = self.terminator == "\n"
+        if newline:  # orjson ends the line: no second copy of it
             line = orjson.dumps(entry, default=str, option=orjson.OPT_APPEND_NEWLINE).decode()
         else:
             line = orjson.dumps(entry, default=str).decode() + self.terminator
         stream = self.stream
         with self.lock:  # type: ignore[union-attr]  # created by Handler.__init__
             stream.write(line)
+            if newline and type(stream) is TextIOWrapper and stream.line_buffering:
+                # A line-buffered text stream (stderr, as Python opens it) flushed its buffer
+                # for the line's newline inside write(): a second flush has nothing to do.
+                return
             try:  # StreamHandler.flush, without its second locking
                 flush = stream.flush
             except AttributeError:
