@@ -228,7 +228,7 @@ class ProxyApp:
                 self._open.discard(task)
             duration = log.finish(status, stream=call.stream)
             self.metrics.duration.observe(duration)
-            self.metrics.count_request(log.fields["route"], status, call.stream, surface)
+            self.metrics.requests.count((log.fields["route"], status, call.stream, surface))
 
     def _check_length(self, declared: bytes | None) -> None:
         """SPEC §6: a body announced past the limit is refused before it is read (413)."""

@@ -101,7 +101,10 @@ class DisconnectWatch:
         self._stopped = False  # the block ended: a later disconnect cancels nothing
         self._waited: asyncio.Future[Any] | None = None
         self._handle: asyncio.Handle | None = None
-        self._coro: Coroutine[Any, Any, Message] | None = _receiving(receive)
+        awaitable = receive()  # _receiving(receive), inlined: this runs for every request
+        self._coro: Coroutine[Any, Any, Message] | None = (
+            awaitable if type(awaitable) is CoroutineType else _awaiting(awaitable)  # type: ignore[assignment]
+        )
         self._step()
 
     def __enter__(self) -> DisconnectWatch:

@@ -109,9 +109,6 @@ class Metrics:
                 case DeltaRepaired():
                     self.deltas_repaired.labels(note.kind, surface).inc()
 
-    def count_request(self, route: str, status: int, stream: bool, surface: str) -> None:
-        self.requests.count((route, status, stream, surface))
-
     def stream_failed(self, log: RequestLog, error: ProxyError) -> None:
         """A response that broke after its head went out: counted, and named in the log line."""
         self.upstream_errors.labels(error.code or "stream").inc()

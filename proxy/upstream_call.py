@@ -65,13 +65,15 @@ class UpstreamResponse:
 
     def _look_up(self) -> None:
         """Both headers every answer is asked for, in one pass (as `header` joins them)."""
-        found: dict[bytes, bytes] = {}
+        kind = encoding = None
         for key, value in self.headers:
             key = key.lower()
-            if key == b"content-type" or key == b"content-encoding":
-                found[key] = found[key] + b", " + value if key in found else value
-        self._type = found.get(b"content-type", b"")
-        self._encoding = found.get(b"content-encoding")
+            if key == b"content-type":
+                kind = value if kind is None else kind + b", " + value
+            elif key == b"content-encoding":
+                encoding = value if encoding is None else encoding + b", " + value
+        self._type = kind or b""
+        self._encoding = encoding
 
     def read(self) -> Awaitable[bytes]:
         """The whole body, decoded, failures unmapped, to await: from the proxy's transport in
