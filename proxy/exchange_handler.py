@@ -178,7 +178,7 @@ class ExchangeHandler:
         """Feed the exchange each round's body and act on what it says (SPEC §5). A round's
         body is read under the upstream error mapping (the exchange's errors and the writer's
         are no httpx errors, so the mapping leaves them alone); what breaks a round is told to
-        the client by `_broken`. Each round is awaited here, not through a coroutine of its
+        the client as `_round_failure` says. Each round is awaited here, not through a coroutine of its
         own around it: a frame less, on the request's way and at each of its waits."""
         followup_response: UpstreamResponse | None = None
         try:
@@ -190,7 +190,7 @@ class ExchangeHandler:
                     else:
                         step = await self._message_round(req, exchange, writer, response)
                 except _ROUND_FAILURES as exc:
-                    await self._broken(req, writer, exc)
+                    await self._fail(req, writer, _round_failure(req, exc))
                     step = None
                 if not isinstance(step, OpenFollowup):
                     if not writer.ended:
@@ -207,27 +207,6 @@ class ExchangeHandler:
         finally:
             if followup_response is not None:
                 await followup_response.aclose()
-
-    async def _broken(self, req: ExchangeRequest, writer: ClientWriter, exc: Exception) -> None:
-        """A round that failed: the client is told (SPEC §6), in the stream or as the error."""
-        if isinstance(exc, SSEFramingError):
-            await self._fail(req, writer, UpstreamStreamError(str(exc)))
-        elif isinstance(exc, UpstreamStreamError):
-            await self._fail(req, writer, exc)
-        else:  # our bug: the exchange failed on what the upstream sent
-            LOGGER.exception(
-                "core failed on upstream data",
-                exc_info=exc,
-                extra={"fields": {"request_id": req.request_id}},
-            )
-            await self._fail(
-                req,
-                writer,
-                ProxyError(
-                    f"the proxy could not process the upstream stream ({type(exc).__name__})",
-                    code="proxy_internal_error",
-                ),
-            )
 
     async def _accepted(
         self, req: ExchangeRequest, writer: ClientWriter, response: UpstreamResponse
@@ -348,7 +327,25 @@ class _RoundOver:
 ROUND_OVER = _RoundOver()
 
 
-# What breaks a round (see _broken): the upstream's stream, or the exchange failing on it.
+def _round_failure(req: ExchangeRequest, exc: Exception) -> ProxyError:
+    """What the client is told (SPEC §6) of a round that broke: the upstream's stream, or our
+    bug (the exchange failed on what the upstream sent), which is logged with its traceback."""
+    if isinstance(exc, SSEFramingError):
+        return UpstreamStreamError(str(exc))
+    if isinstance(exc, UpstreamStreamError):
+        return exc
+    LOGGER.error(
+        "core failed on upstream data",
+        exc_info=exc,
+        extra={"fields": {"request_id": req.request_id}},
+    )
+    return ProxyError(
+        f"the proxy could not process the upstream stream ({type(exc).__name__})",
+        code="proxy_internal_error",
+    )
+
+
+# What breaks a round (see _round_failure): the upstream's stream, or the exchange failing on it.
 _ROUND_FAILURES = (
     SSEFramingError,
     UpstreamStreamError,

@@ -4,16 +4,19 @@ shortcut must send what `_act` sends and end the round the same way."""
 
 from __future__ import annotations
 
+import logging
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
 
-from proxy.client_writer import MessageWriter
+from proxy.client_writer import EventStreamWriter, MessageWriter
 from proxy.core.events import ExchangeEvent, Forward, UpstreamBroken
 from proxy.errors import ProxyError, UpstreamStreamError
 from proxy.exchange_handler import ExchangeHandler
-from proxy.observability import Metrics
+from proxy.observability import LOGGER, Metrics, RequestLog
+from proxy.sse import SSEFramingError
 
 
 class _Exchange:
@@ -30,7 +33,7 @@ class _Exchange:
 
 
 class _Response:
-    """A whole body already read; released without an await."""
+    """A body already read whole (or a stream that ends at once); released without an await."""
 
     async def _body(self) -> bytes:
         return b'{"id":"x"}'
@@ -40,6 +43,14 @@ class _Response:
 
     def released(self) -> bool:
         return True
+
+    def chunks(self, *, decoded: bool) -> Any:
+        return _no_chunks()
+
+
+async def _no_chunks() -> Any:
+    for chunk in ():  # a stream whose body ends at once
+        yield chunk
 
 
 async def _through(events: list[ExchangeEvent], *, shortcut: bool) -> tuple[object, list[Any]]:
@@ -76,3 +87,73 @@ async def _through(events: list[ExchangeEvent], *, shortcut: bool) -> tuple[obje
 )
 async def test_a_message_round_ends_as_act_ends_it(events: list[ExchangeEvent]) -> None:
     assert await _through(events, shortcut=True) == await _through(events, shortcut=False)
+
+
+class _Failing(_Exchange):
+    """An exchange whose round's end raises `error`."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__([])
+        self.error = error
+
+    def begin_round(self, *, stream: bool) -> None:
+        return None
+
+    def end(self) -> list[ExchangeEvent]:
+        raise self.error
+
+    def stream_error(self, error: ProxyError) -> bytes:
+        return b"data: " + error.code.encode() + b"\n\n"
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "logged"),
+    [
+        (KeyError("choices"), "proxy_internal_error", True),  # our bug: logged, with its cause
+        (SSEFramingError("an event past the limit"), "upstream_stream_error", False),
+        (UpstreamStreamError("broken"), "upstream_stream_error", False),
+    ],
+)
+async def test_a_round_that_breaks_tells_the_client(
+    error: Exception, code: str, logged: bool
+) -> None:
+    records = _Records()
+    LOGGER.addHandler(records)
+    try:
+        handler = ExchangeHandler(httpx.AsyncClient(), Metrics())
+        req: Any = SimpleNamespace(request_id="req_9", log=RequestLog("req_9", "r", "POST", "/"))
+        exchange: Any = _Failing(error)
+        response: Any = _Response()
+        # A whole message: the error is raised for the app to answer with its status.
+        writer = MessageWriter(_ignore, 200, [])
+        with pytest.raises(ProxyError) as raised:
+            await handler._rounds(req, exchange, writer, response)
+        assert raised.value.code == code
+        # A stream: the error event ends it.
+        sent: list[Any] = []
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        stream = EventStreamWriter(send, [], render=exchange.stream_error)
+        assert await handler._rounds(req, exchange, stream, response) == 200
+        assert b"".join(m.get("body", b"") for m in sent) == b"data: " + code.encode() + b"\n\n"
+        assert req.log.fields["error"] == code
+    finally:
+        LOGGER.removeHandler(records)
+    failures = [r for r in records.records if r.getMessage() == "core failed on upstream data"]
+    assert len(failures) == (2 if logged else 0)
+    assert all(r.levelno == logging.ERROR and r.exc_info for r in failures)
+
+
+async def _ignore(message: Any) -> None:
+    return None
