@@ -113,7 +113,14 @@ class DisconnectWatch:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool:
-        self._stop()
+        # The work is over: stop waiting. When the future receive() waits on is already done
+        # (uvicorn sets its event as the response ends, so after every complete response),
+        # the step it scheduled lets receive() return, which costs less than closing the
+        # coroutine (a GeneratorExit thrown through its frames). Otherwise it stops now.
+        self._stopped = True
+        waited = self._waited
+        if waited is None or not waited.done():
+            self._stop_waiting()
         if self.left and isinstance(exc, asyncio.CancelledError):
             self._task.uncancel()
             self._log.fields["client_disconnected"] = True
@@ -151,16 +158,9 @@ class DisconnectWatch:
                 self._waited = waited
             return
 
-    def _stop(self) -> None:
-        """The work is over: stop waiting. When the future receive() waits on is already done
-        (uvicorn sets its event as the response ends, so after every complete response), the
-        step it scheduled lets receive() return, which costs less than closing the coroutine
-        (a GeneratorExit thrown through its frames); otherwise the coroutine is closed now
-        (its waiter leaves the event)."""
-        self._stopped = True
+    def _stop_waiting(self) -> None:
+        """Close the coroutine now (its waiter leaves the event) and forget its wake-up."""
         waited = self._waited
-        if waited is not None and waited.done():
-            return
         if waited is not None:
             waited.remove_done_callback(self._step)
             self._waited = None
