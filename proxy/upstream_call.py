@@ -151,18 +151,11 @@ def open_upstream(
         sending = client.open_raw(method, url, headers, content or b"", timeout, UpstreamResponse)
         if sending is not None:
             return sending
-    return _through_httpx(client, method, url, headers, content, timeout)
-
-
-async def _through_httpx(
-    client: httpx.AsyncClient,
-    method: str,
-    url: str,
-    headers: Headers,
-    content: bytes | None,
-    timeout: httpx.Timeout,
-) -> UpstreamResponse:
     request = client.build_request(method, url, headers=headers, content=content, timeout=timeout)
+    return _sent(client, request)
+
+
+async def _sent(client: httpx.AsyncClient, request: httpx.Request) -> UpstreamResponse:
     return UpstreamResponse.of(await client.send(request, stream=True))
 
 

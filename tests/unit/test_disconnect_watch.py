@@ -116,6 +116,18 @@ class _UvicornLikeCycle:
         self.event.set()
 
 
+def _watching(cycle: _UvicornLikeCycle) -> tuple[DisconnectWatch, ResponseProgress, RequestLog]:
+    """A watch over `cycle`'s receive for the running task, with the response's progress."""
+    progress = ResponseProgress(cycle.send)
+    log = RequestLog("req_3", "r", "POST", "/v1/chat/completions")
+    return DisconnectWatch(cycle.receive, asyncio.current_task(), progress, log), progress, log
+
+
+def _nothing_cancelled(log: RequestLog) -> None:
+    assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+    assert "client_disconnected" not in log.fields
+
+
 async def _turns_until(done: Any) -> bool:
     """Let the loop run until `done()` holds (bounded: 100 turns)."""
     for _ in range(100):
@@ -127,10 +139,9 @@ async def _turns_until(done: Any) -> bool:
 
 async def test_after_a_complete_response_receive_runs_to_its_end_and_cancels_nothing() -> None:
     cycle = _UvicornLikeCycle()
-    progress = ResponseProgress(cycle.send)
-    log = RequestLog("req_3", "r", "POST", "/v1/chat/completions")
+    watch, progress, log = _watching(cycle)
     status = 499
-    with DisconnectWatch(cycle.receive, asyncio.current_task(), progress, log):
+    with watch:
         await progress({"type": "http.response.start", "status": 200, "headers": []})
         await progress({"type": "http.response.body", "body": b"{}"})
         status = 200
@@ -141,32 +152,25 @@ async def test_after_a_complete_response_receive_runs_to_its_end_and_cancels_not
     await _turns_until(lambda: False)
     assert (cycle.calls, cycle.returned, cycle.closed) == (1, 1, 0)
     assert not cycle.event._waiters
-    assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
-    assert "client_disconnected" not in log.fields
+    _nothing_cancelled(log)
 
 
 async def test_a_block_that_ends_before_the_response_closes_receive_at_once() -> None:
     cycle = _UvicornLikeCycle()
-    progress = ResponseProgress(cycle.send)
-    log = RequestLog("req_4", "r", "POST", "/v1/chat/completions")
-    with (
-        pytest.raises(ValueError),
-        DisconnectWatch(cycle.receive, asyncio.current_task(), progress, log),
-    ):
+    watch, _, log = _watching(cycle)
+    with pytest.raises(ValueError), watch:
         raise ValueError("the work failed before its response")  # the app answers it next
     assert (cycle.calls, cycle.closed) == (1, 1)
     assert not cycle.event._waiters  # its waiter left the event
     cycle.leave()  # the client leaving while the app answers the failure cancels nothing
     await _turns_until(lambda: False)
-    assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
-    assert "client_disconnected" not in log.fields
+    _nothing_cancelled(log)
 
 
 async def test_a_receive_that_answers_after_the_block_is_not_asked_again() -> None:
     cycle = _UvicornLikeCycle()
-    progress = ResponseProgress(cycle.send)
-    log = RequestLog("req_5", "r", "POST", "/v1/chat/completions")
-    with DisconnectWatch(cycle.receive, asyncio.current_task(), progress, log):
+    watch, _, _ = _watching(cycle)
+    with watch:
         cycle.event.set()  # something other than a disconnect arrives as the work ends
     assert await _turns_until(lambda: cycle.returned == 1)
     await _turns_until(lambda: False)
@@ -176,10 +180,9 @@ async def test_a_receive_that_answers_after_the_block_is_not_asked_again() -> No
 
 async def test_a_client_that_leaves_mid_work_gets_499_and_is_logged() -> None:
     cycle = _UvicornLikeCycle()
-    progress = ResponseProgress(cycle.send)
-    log = RequestLog("req_6", "r", "POST", "/v1/chat/completions")
+    watch, _, log = _watching(cycle)
     status = 499
-    with DisconnectWatch(cycle.receive, asyncio.current_task(), progress, log):
+    with watch:
         asyncio.get_running_loop().call_soon(cycle.leave)
         await asyncio.wait_for(asyncio.Event().wait(), timeout=10)
         status = 200

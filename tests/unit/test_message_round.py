@@ -17,6 +17,7 @@ from proxy.errors import ProxyError, UpstreamStreamError
 from proxy.exchange_handler import ExchangeHandler
 from proxy.observability import LOGGER, Metrics, RequestLog
 from proxy.sse import SSEFramingError
+from tests.unit.test_request_log import Records
 
 
 class _Exchange:
@@ -106,15 +107,6 @@ class _Failing(_Exchange):
         return b"data: " + error.code.encode() + b"\n\n"
 
 
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 @pytest.mark.parametrize(
     ("error", "code", "logged"),
     [
@@ -126,7 +118,7 @@ class _Records(logging.Handler):
 async def test_a_round_that_breaks_tells_the_client(
     error: Exception, code: str, logged: bool
 ) -> None:
-    records = _Records()
+    records = Records()
     LOGGER.addHandler(records)
     try:
         handler = ExchangeHandler(httpx.AsyncClient(), Metrics())
