@@ -8,9 +8,11 @@ cycle, the event loop's callbacks and the log line's write; the kernel's share o
 calls is not counted (only their libc wrappers). The upstream runs outside valgrind.
 
     python -m bench.serverprocess [--stream | --stream-toolcall] [--floor] [--requests N]
+                                  [--http lean|httptools]
 
 `--floor` counts the uvicorn floor (`bench.floor`: uvicorn run as the proxy runs it, with an
 app that answers by itself): what uvicorn costs per request before the proxy does anything.
+`--http` picks the server's HTTP protocol for either (default: the proxy's default).
 The count is printed with its split by shared object (libpython is interpreted Python: ours
 and uvicorn's; uvloop, httptools and orjson are their compiled parts).
 """
@@ -24,10 +26,12 @@ import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 from bench import procs
 from bench.client import Connection, chat_body, chat_request, toolcall_body
 from bench.inprocess import add_kind_flags, kind_of
+from proxy.options import OPTION
 
 WARMUP = 50
 # Valgrind runs the interpreter about 50x slower: starting the server takes a while.
@@ -56,28 +60,36 @@ def _send(port: int, request: bytes, count: int) -> None:
         connection.close()
 
 
-def _server_argv(upstream_port: int, port: int, floor: bool) -> list[str]:
+def _server_argv(upstream_port: int, port: int, floor: bool, http: str) -> list[str]:
     if floor:
-        return [sys.executable, "-m", "bench.floor", str(port)]
+        return [sys.executable, "-m", "bench.floor", str(port), "--http", http]
     return [
         sys.executable,
         *("-m", "proxy", "serve", "--upstream", f"http://127.0.0.1:{upstream_port}/v1"),
-        *("--host", "127.0.0.1", "--port", str(port), "--drain-timeout", "1"),
+        *("--host", "127.0.0.1", "--port", str(port), "--drain-timeout", "1", "--http", http),
     ]
 
 
-def _profile(kind: str, requests: int, floor: bool, work: Path, upstream_port: int) -> Path:
+class Run(NamedTuple):
+    """What one measurement runs: the request's kind, the server and its HTTP protocol."""
+
+    kind: str
+    floor: bool
+    http: str
+
+
+def _profile(run: Run, requests: int, work: Path, upstream_port: int) -> Path:
     """One callgrind run of the server over WARMUP + `requests` requests; its output file."""
     out = work / f"callgrind.{requests}"
     port = procs.free_port()
     argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
-    argv += _server_argv(upstream_port, port, floor)
+    argv += _server_argv(upstream_port, port, run.floor, run.http)
     log = work / f"server.{requests}.log"
     with log.open("wb") as sink:
         server = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT)
     try:
         procs.wait_for_port(port, server, START_TIMEOUT_S)
-        request = chat_request(port, _body(kind))
+        request = chat_request(port, _body(run.kind))
         _send(port, request, WARMUP)
         _send(port, request, requests)
     finally:
@@ -119,14 +131,14 @@ def _object_name(source: str, shared_object: str | None) -> str:
     return "libpython3 (the interpreter)" if "Python-3" in source else "other (inlined)"
 
 
-def measure(kind: str, requests: int, floor: bool) -> tuple[int, list[tuple[str, int]]]:
+def measure(run: Run, requests: int) -> tuple[int, list[tuple[str, int]]]:
     """Instructions per request, and the split by shared object, largest first."""
     with tempfile.TemporaryDirectory() as temp:
         work = Path(temp)
         upstream = procs.start_upstream(work)
         try:
-            small = _by_object(_profile(kind, requests, floor, work, upstream.port))
-            large = _by_object(_profile(kind, 3 * requests, floor, work, upstream.port))
+            small = _by_object(_profile(run, requests, work, upstream.port))
+            large = _by_object(_profile(run, 3 * requests, work, upstream.port))
         finally:
             upstream.stop()
     per_request = (large[0] - small[0]) // (2 * requests)
@@ -140,11 +152,13 @@ def main(argv: list[str] | None = None) -> int:
     add_kind_flags(parser)
     parser.add_argument("--floor", action="store_true", help="the uvicorn floor, no proxy")
     parser.add_argument("--requests", type=int, default=100)
+    http = OPTION["http"]
+    parser.add_argument("--http", choices=http.kind.choices, default=http.default)
     args = parser.parse_args(argv)
-    kind = kind_of(args)
-    count, split = measure(kind, args.requests, args.floor)
+    run = Run(kind_of(args), args.floor, args.http)
+    count, split = measure(run, args.requests)
     server = "the uvicorn floor" if args.floor else "the proxy's server process"
-    print(f"instructions per request ({kind}), {server}: {count:,}")
+    print(f"instructions per request ({run.kind}), {server}, --http {run.http}: {count:,}")
     for name, value in split[:8]:
         print(f"  {value:>10,}  {name}")
     return 0
