@@ -49,8 +49,8 @@ from proxy.server import OpenAIErrorHttpProtocol
 
 # Every header line of a response head: a name of token characters (uvicorn's own rule for a
 # name), a value without control characters but HTAB, CRLF. One match over all the lines at
-# once, in C, instead of two searches per header; a CR or LF inside a value cannot pass,
-# since neither may appear before the line's own CRLF.
+# once, in C, instead of two searches per header; with the count of lines it also refuses a
+# CR or LF inside a name or value (`_start_response`).
 _NAME = rb'[^\x00-\x1f\x7f()<>@,;:\[\]={} \t\\"]+'
 _VALUE = rb"[^\x00-\x08\x0a-\x1f\x7f]*"
 _HEADER_LINES = re.compile(b"(?:" + _NAME + b": " + _VALUE + b"\r\n)*")
@@ -406,7 +406,9 @@ class Exchange:
                 close_sent = True
             lines += (name, b": ", value, b"\r\n")
         block = b"".join(lines)
-        if _HEADER_LINES.fullmatch(block) is None:
+        # Well-formed lines, and one per header: a CRLF inside a name or value would make
+        # lines of its own that match, but more of them.
+        if _HEADER_LINES.fullmatch(block) is None or block.count(b"\n") != len(lines) >> 2:
             raise RuntimeError("Invalid HTTP header name or value.")
         head = [STATUS_LINE[status], _default_headers(protocol.server_state.default_headers), block]
         if not self.keep_alive and not close_sent:
