@@ -83,6 +83,7 @@ class LeanHttpProtocol(OpenAIErrorHttpProtocol):
         if cycle is not None:
             if not cycle.response_complete:
                 cycle.disconnected = True
+                cycle.body_open = False
             cycle.wake()
         if self.flow is not None:
             self.flow.resume_writing()
@@ -237,6 +238,7 @@ class Exchange:
         "_head_only",
         "_running",
         "body",
+        "body_open",
         "chunked",
         "disconnected",
         "keep_alive",
@@ -268,6 +270,7 @@ class Exchange:
         self.waiter: asyncio.Future[None] | None = None
         self.response_started = False
         self.response_complete = False
+        self.body_open = False  # started, not complete, not disconnected: body messages go on
         self.chunked: bool | None = None
         self.length_left = 0
         self._head: bytes | None = None  # written with the first body bytes
@@ -329,7 +332,11 @@ class Exchange:
         if self.waiting_for_100_continue and not self.transport.is_closing():
             self.transport.write(_CONTINUE)
             self.waiting_for_100_continue = False
-        if self._nothing_to_hand_over():
+        # Nothing to hand over (no body bytes, no end of body not yet handed over) while the
+        # request is open: wait for it.
+        if not (self.disconnected or self.response_complete or self.body) and (
+            self.more_body or self._delivered_end
+        ):
             flow = self.protocol.flow
             if flow.read_paused:
                 flow.resume_reading()
@@ -345,12 +352,6 @@ class Exchange:
             self._delivered_end = True
         return {"type": "http.request", "body": body, "more_body": self.more_body}
 
-    def _nothing_to_hand_over(self) -> bool:
-        """No body bytes, no end of body not yet handed over, and the request still open."""
-        if self.disconnected or self.response_complete or self.body:
-            return False
-        return self.more_body or self._delivered_end
-
     # -- send -----------------------------------------------------------------------------------
 
     def send(self, message: Message) -> Awaitable[None]:
@@ -358,7 +359,10 @@ class Exchange:
         first (a coroutine then) when it asked us to stop writing."""
         if self.protocol.flow.write_paused and not self.disconnected:
             return self._send_when_writable(message)
-        self._send(message)
+        if self.body_open and message["type"] == "http.response.body":  # most messages
+            self._write_body(message.get("body", b""), message.get("more_body", False))
+        else:
+            self._send(message)
         return self.protocol.sent
 
     async def _send_when_writable(self, message: Message) -> None:
@@ -410,16 +414,22 @@ class Exchange:
         # lines of its own that match, but more of them.
         if _HEADER_LINES.fullmatch(block) is None or block.count(b"\n") != len(lines) >> 2:
             raise RuntimeError("Invalid HTTP header name or value.")
-        head = [STATUS_LINE[status], _default_headers(protocol.server_state.default_headers), block]
-        if not self.keep_alive and not close_sent:
-            head.append(_CLOSE_LINE)
+        defaults = _default_headers(protocol.server_state.default_headers)
+        self._head = STATUS_LINE[status] + defaults + block + self._head_end(status, close_sent)
+        self._flush = protocol.loop.call_soon(self._flush_head)
+        self.body_open = True
+
+    def _head_end(self, status: int, close_sent: bool) -> bytes:
+        """The head's last lines: the close the app did not announce, the chunked framing of
+        a body of unknown length, the blank line."""
+        end = b"\r\n"
         self._head_only = self.scope["method"] == "HEAD"
         if self.chunked is None and not self._head_only and status not in (204, 304):
             self.chunked = True  # neither Content-Length nor Transfer-Encoding given
-            head.append(_CHUNKED_LINE)
-        head.append(b"\r\n")
-        self._head = b"".join(head)
-        self._flush = protocol.loop.call_soon(self._flush_head)
+            end = _CHUNKED_LINE + end
+        if not self.keep_alive and not close_sent:
+            end = _CLOSE_LINE + end
+        return end
 
     def _flush_head(self) -> None:
         """The body did not follow in the same step of the loop: the head goes alone."""
@@ -430,7 +440,13 @@ class Exchange:
                 self.transport.write(head)
 
     def _write_body(self, body: bytes, more_body: bool) -> None:
-        out = self._take_head()
+        head = self._head
+        if head is not None:  # the head goes out with these bytes
+            self._head = None
+            self._flush.cancel()  # type: ignore[union-attr]
+            out = [head]
+        else:
+            out = []
         if self._head_only:
             self.length_left = 0
         elif self.chunked:
@@ -450,16 +466,9 @@ class Exchange:
                 raise RuntimeError("Response content shorter than Content-Length")
             self._complete()
 
-    def _take_head(self) -> list[bytes]:
-        head = self._head
-        if head is None:
-            return []
-        self._head = None
-        self._flush.cancel()  # type: ignore[union-attr]
-        return [head]
-
     def _complete(self) -> None:
         self.response_complete = True
+        self.body_open = False
         self.wake()  # a waiting receive() now answers http.disconnect
         if not self.keep_alive:
             self.transport.close()
