@@ -32,7 +32,7 @@ class Probe:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while (message := await receive())["type"] != "lifespan.shutdown":
+            while (await receive())["type"] != "lifespan.shutdown":
                 await send({"type": "lifespan.startup.complete"})
             await send({"type": "lifespan.shutdown.complete"})
             return
@@ -102,7 +102,9 @@ class Probe:
     async def _flood(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         await read_body(receive)
         length = b"%d" % (FLOOD_CHUNK * FLOOD_CHUNKS)
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", length)]})
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [(b"content-length", length)]}
+        )
         chunk = b"x" * FLOOD_CHUNK
         for _ in range(FLOOD_CHUNKS):
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
@@ -122,9 +124,12 @@ async def read_body(receive: Any) -> bytes:
 
 
 def request(path: str, body: bytes = b"", *, method: str = "POST", extra: bytes = b"") -> bytes:
-    return (
-        b"%s %s HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n%s\r\n%s"
-        % (method.encode(), path.encode(), len(body), extra, body)
+    return b"%s %s HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n%s\r\n%s" % (
+        method.encode(),
+        path.encode(),
+        len(body),
+        extra,
+        body,
     )
 
 

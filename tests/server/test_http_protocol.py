@@ -41,6 +41,13 @@ def echo(sock: socket.socket, buffered: bytearray) -> dict[str, object]:
     return json.loads(body)  # type: ignore[no-any-return]
 
 
+def answer_to(server: ServerThread, path: str) -> bytes:
+    """All the server sends for one request to `path` until it closes the connection."""
+    with connect(server) as sock:
+        sock.sendall(request(path))
+        return read_to_close(sock)
+
+
 def test_keep_alive_and_pipelined_requests_are_answered_in_order(
     served: tuple[ServerThread, Probe],
 ) -> None:
@@ -186,20 +193,13 @@ def test_a_stream_head_is_not_held_back_while_its_body_waits(
 def test_a_header_value_that_would_inject_a_line_never_reaches_the_wire(
     served: tuple[ServerThread, Probe],
 ) -> None:
-    server, _ = served
-    with connect(server) as sock:
-        sock.sendall(request("/bad-header"))
-        answer = read_to_close(sock)
-    assert b"x-injected" not in answer
+    assert b"x-injected" not in answer_to(served[0], "/bad-header")
 
 
 def test_an_app_that_fails_before_its_response_gets_a_500(
     served: tuple[ServerThread, Probe],
 ) -> None:
-    server, _ = served
-    with connect(server) as sock:
-        sock.sendall(request("/boom"))
-        answer = read_to_close(sock)
+    answer = answer_to(served[0], "/boom")
     assert answer.startswith(b"HTTP/1.1 500 ") and answer.endswith(b"Internal Server Error")
 
 
@@ -230,9 +230,8 @@ def test_an_idle_keep_alive_connection_is_closed_after_the_timeout(http: str) ->
 
 @pytest.mark.parametrize("http", PROTOCOLS)
 def test_past_the_concurrency_limit_the_answer_is_503(http: str) -> None:
-    with serving(Probe(), http=http, limit_concurrency=1) as server, connect(server) as sock:
-        sock.sendall(request("/echo"))
-        answer = read_to_close(sock)
+    with serving(Probe(), http=http, limit_concurrency=1) as server:
+        answer = answer_to(server, "/echo")
     assert answer.startswith(b"HTTP/1.1 503 ") and answer.endswith(b"Service Unavailable")
 
 

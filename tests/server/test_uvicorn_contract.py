@@ -71,7 +71,7 @@ def test_the_protocol_is_made_as_uvicorns_server_makes_it() -> None:
         protocol = LeanHttpProtocol(
             config=config, server_state=ServerState(), app_state={}, _loop=loop
         )
-        reader, writer = loop.run_until_complete(_pair(loop, protocol))
+        _, writer = loop.run_until_complete(_pair(loop, protocol))
         missing = [name for name in ATTRIBUTES if not hasattr(protocol, name)]
         assert not missing, f"uvicorn's protocol no longer sets {missing}"
         assert protocol.connections == {protocol}
