@@ -123,14 +123,9 @@ async def read_body(receive: Any) -> bytes:
             return body
 
 
-def request(path: str, body: bytes = b"", *, method: str = "POST", extra: bytes = b"") -> bytes:
-    return b"%s %s HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n%s\r\n%s" % (
-        method.encode(),
-        path.encode(),
-        len(body),
-        extra,
-        body,
-    )
+def request(path: str, body: bytes = b"", *, method: str = "POST") -> bytes:
+    head = b"%s %s HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n"
+    return head % (method.encode(), path.encode(), len(body)) + body
 
 
 def connect(server: ServerThread) -> socket.socket:
