@@ -10,10 +10,17 @@ configures it (the JSON request line at the default level, info), written to /de
     python -m bench.inprocess [KIND] --profile           cProfile of N requests, top 30
     python -m bench.inprocess [KIND] --instructions      instructions per request
     python -m bench.inprocess [KIND] --floor ...          the same without the proxy
+    python -m bench.inprocess [KIND] --receive-watch ...  without the disconnect extension
 
 KIND is nothing (a small non-streaming request), `--stream` (200 content deltas) or
 `--stream-toolcall` (200 content deltas, then a Kimi-style tool call whose id the proxy
 rewrites, as agents get from a Kimi-like upstream: bench.upstream's `bench-kimi`).
+
+The scope offers the disconnect extension of the proxy's own HTTP protocol
+(`proxy.asgi.DISCONNECT_EXTENSION`), as the server the proxy runs by default does, so the
+app watches for a client leaving as it does there; its callback is kept, never called (no
+client leaves). `--receive-watch` leaves it out: the app then watches with a waiting
+`receive()`, as under uvicorn's own protocols (`--http httptools`).
 
 `--instructions` runs this module twice under `valgrind --tool=callgrind` (at N and 3N
 requests, after the same warm-up) and prints the difference per request. Unlike time on a
@@ -43,6 +50,7 @@ import uvloop
 from bench.client import toolcall_body
 from bench.upstream import TOOLCALL_ID, serve
 from proxy.app import create_app
+from proxy.asgi import DISCONNECT_EXTENSION
 from proxy.config import Route, Settings
 from proxy.observability import LOGGER, configure_logging
 from proxy.transport import HttptoolsTransport, RawResponse, request_head
@@ -70,10 +78,11 @@ def _body(kind: str) -> bytes:
 
 
 def _request(
-    app: Any, body: bytes, sink: list[bytes] | None = None
+    app: Any, body: bytes, sink: list[bytes] | None = None, extension: bool = True
 ) -> Callable[[], Awaitable[None]]:
-    """One request to the app; what it answers is kept in `sink` when one is given."""
-    scope = {
+    """One request to the app; what it answers is kept in `sink` when one is given.
+    `extension`: the scope offers the disconnect extension (see the module doc)."""
+    scope: dict[str, Any] = {
         "type": "http",
         "asgi": {"version": "3.0"},
         "http_version": "1.1",
@@ -108,6 +117,9 @@ def _request(
             if message["type"] == "http.response.body" and not message.get("more_body"):
                 done.set()
 
+        if extension:  # per request, as the server's; the callback is kept, as it keeps it
+            kept: list[Callable[[], object]] = []
+            scope["extensions"] = {DISCONNECT_EXTENSION: kept.append}
         await app(scope, receive, send)
         if not done.is_set():
             raise RuntimeError("the app returned without ending its response")
@@ -115,7 +127,9 @@ def _request(
     return one
 
 
-async def _run(kind: str, requests: int, profile: bool, floor: bool = False) -> float:
+async def _run(
+    kind: str, requests: int, profile: bool, floor: bool = False, extension: bool = True
+) -> float:
     port = free_port()
     upstream = asyncio.create_task(serve("127.0.0.1", port))
     for _ in range(200):  # until the upstream listens (bounded: 2 s)
@@ -137,7 +151,8 @@ async def _run(kind: str, requests: int, profile: bool, floor: bool = False) -> 
             cast(logging.StreamHandler[Any], handler).setStream(sink)
         app = create_app(settings)
         await _check(app, kind)
-        return await _measure(_request(app, _body(kind)), requests, profile, upstream)
+        one = _request(app, _body(kind), extension=extension)
+        return await _measure(one, requests, profile, upstream)
 
 
 def _floor_request(port: int, body: bytes) -> Callable[[], Awaitable[None]]:
@@ -201,10 +216,11 @@ async def _check(app: Any, kind: str) -> None:
         raise RuntimeError(f"unexpected answer to the {KINDS[kind]}: {answer[-400:]!r}")
 
 
-def _instructions(kind: str, requests: int, floor: bool = False) -> int:
+def _instructions(kind: str, requests: int, floor: bool = False, extension: bool = True) -> int:
     """Instructions per request: callgrind totals at N and 3N requests, differenced."""
     flags = [] if kind == "small" else ["--stream" if kind == "stream" else "--stream-toolcall"]
     flags += ["--floor"] if floor else []
+    flags += [] if extension else ["--receive-watch"]
     return per_unit(lambda n: ["bench.inprocess", "--requests", str(n), *flags], requests)
 
 
@@ -257,17 +273,25 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="no proxy: the same request by the proxy's transport, straight to the upstream",
     )
+    parser.add_argument(
+        "--receive-watch",
+        action="store_true",
+        help="no disconnect extension in the scope: the app watches with receive(), as under"
+        " uvicorn's own protocols",
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--profile", action="store_true", help="cProfile, top 30 by own time")
     mode.add_argument("--instructions", action="store_true", help="callgrind, per request")
     args = parser.parse_args(argv)
     kind = kind_of(args)
     what = f"{KINDS[kind]}{' without the proxy (--floor)' if args.floor else ''}"
+    what += " (receive() watch)" if args.receive_watch and not args.floor else ""
+    extension = not args.receive_watch
     if args.instructions:
-        count = _instructions(kind, min(args.requests, 100), args.floor)
+        count = _instructions(kind, min(args.requests, 100), args.floor, extension)
         print(f"instructions per {what}: {count:,}")
         return 0
-    cpu_us = uvloop.run(_run(kind, args.requests, args.profile, args.floor))
+    cpu_us = uvloop.run(_run(kind, args.requests, args.profile, args.floor, extension))
     print(f"CPU per {what}: {cpu_us:.0f} us (app, client, transport and upstream)")
     return 0
 

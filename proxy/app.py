@@ -20,6 +20,7 @@ import httpx
 import orjson
 
 from proxy.asgi import (
+    DISCONNECT_EXTENSION,
     ASGIApp,
     ClientDisconnected,
     Receive,
@@ -208,7 +209,9 @@ class ProxyApp:
             call.stream = body is not None and body.get("stream") is True
             work = self._forward(call, route, raw, body, log)
             status = 499  # what a client that leaves gets: the watch ends the work for it
-            with DisconnectWatch(call.receive, task, progress, log):
+            extensions = scope.get("extensions")  # the server's, when it offers one
+            on_disconnect = extensions.get(DISCONNECT_EXTENSION) if extensions else None
+            with DisconnectWatch(call.receive, task, progress, log, on_disconnect):
                 status = await work
         except ClientDisconnected:
             status = 499

@@ -23,7 +23,11 @@ What a request costs less here than in uvicorn's `RequestResponseCycle` (counted
 - the keep-alive timer is armed once per connection and re-armed when it fires early,
   instead of a timer created and cancelled for every request;
 - the request task leaves `server_state.tasks` when it finishes, not by a done-callback the
-  event loop would schedule; the path needs `httptools.parse_url` only when it has a query,
+  event loop would schedule;
+- a client that leaves is told to the app by a callback it registers through a scope
+  extension (`proxy.asgi.DISCONNECT_EXTENSION`), fired from `connection_lost`, so the app
+  need not hold a `receive()` waiting for `http.disconnect` beside every request (it still
+  may: `receive()` answers it as before); the path needs `httptools.parse_url` only when it has a query,
   an escape or is not origin-form.
 
 It relies on uvicorn internals (the protocol's constructor and attributes, `ServerState`),
@@ -37,14 +41,14 @@ import asyncio
 import contextvars
 import re
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httptools
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT, service_unavailable
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
-from proxy.asgi import ASGIApp, Message
+from proxy.asgi import DISCONNECT_EXTENSION, ASGIApp, Message
 from proxy.server import OpenAIErrorHttpProtocol
 
 # Every header line of a response head: a name of token characters (uvicorn's own rule for a
@@ -80,10 +84,12 @@ class LeanHttpProtocol(OpenAIErrorHttpProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.connections.discard(self)
         cycle = self.cycle
+        left: Callable[[], object] | None = None
         if cycle is not None:
             if not cycle.response_complete:
                 cycle.disconnected = True
                 cycle.body_open = False
+                left, cycle.on_left = cycle.on_left, None
             cycle.wake()
         if self.flow is not None:
             self.flow.resume_writing()
@@ -93,6 +99,8 @@ class LeanHttpProtocol(OpenAIErrorHttpProtocol):
             self._keep_alive_timer.cancel()
             self._keep_alive_timer = None
         self.parser = None  # type: ignore[assignment]
+        if left is not None:  # last: the connection is settled whatever the app's callback does
+            left()
 
     def data_received(self, data: bytes) -> None:
         self._idle_since = None
@@ -144,6 +152,7 @@ class LeanHttpProtocol(OpenAIErrorHttpProtocol):
             self.logger.warning("Exceeded concurrency limit.")
         keep_alive = http_version != "1.0" and parser.should_keep_alive()
         cycle = Exchange(self, scope, keep_alive, self.expect_100_continue)
+        scope["extensions"] = {DISCONNECT_EXTENSION: cycle.on_disconnect}
         previous = self.cycle
         self.cycle = cycle
         if previous is None or previous.response_complete:
@@ -244,6 +253,7 @@ class Exchange:
         "keep_alive",
         "length_left",
         "more_body",
+        "on_left",
         "protocol",
         "response_complete",
         "response_started",
@@ -277,6 +287,16 @@ class Exchange:
         self._flush: asyncio.Handle | None = None
         self._head_only = False  # a HEAD request: no body bytes go out
         self._running = True
+        self.on_left: Callable[[], object] | None = None  # the app's, for a client that leaves
+
+    def on_disconnect(self, callback: Callable[[], object]) -> None:
+        """The scope extension (`proxy.asgi.DISCONNECT_EXTENSION`): `callback` runs once when
+        the client leaves before the response is complete; at once if it already has. A
+        callback registered later replaces it."""
+        if self.disconnected:
+            callback()
+        else:
+            self.on_left = callback
 
     def wake(self) -> None:
         """A `receive()` waiting has something to hand over (or the request is over)."""
