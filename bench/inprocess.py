@@ -150,7 +150,7 @@ async def _run(
         for handler in LOGGER.handlers:
             cast(logging.StreamHandler[Any], handler).setStream(sink)
         app = create_app(settings)
-        await _check(app, kind)
+        await _check(app, kind, extension)
         one = _request(app, _body(kind), extension=extension)
         return await _measure(one, requests, profile, upstream)
 
@@ -202,10 +202,10 @@ async def _measure(
         upstream.cancel()
 
 
-async def _check(app: Any, kind: str) -> None:
+async def _check(app: Any, kind: str, extension: bool) -> None:
     """A benchmark that times errors measures nothing: the answer is the expected one."""
     sink: list[bytes] = []
-    await _request(app, _body(kind), sink)()
+    await _request(app, _body(kind), sink, extension)()
     answer = b"".join(sink)
     expected = {
         "small": b'"finish_reason":"stop"',
