@@ -244,8 +244,7 @@ class StreamSanitizer:
                 pos = end  # dropped, as the general path would: the read is not intact
                 intact = False
                 continue
-            # A read that is one event (a paced upstream's) was just refused: not asked again.
-            cut = self._forwardable_run(data, pos) if pos or end != size else pos
+            cut = self._forwardable_run(data, pos, end)
             if cut == size and intact:
                 return self._forward_run(data, pos)
             if cut > pos:
@@ -265,8 +264,12 @@ class StreamSanitizer:
             pos = end
         return out
 
-    def _forwardable_run(self, data: bytes, pos: int) -> int:
-        """Where the run of events from `pos` that the rule forwards ends (`pos`: none)."""
+    def _forwardable_run(self, data: bytes, pos: int, end: int) -> int:
+        """Where the run of events from `pos` that the rule forwards ends (`pos`: none);
+        `end`: the end of the event at `pos`. A read that is one event (a paced upstream's)
+        was just refused whole: it is not asked again."""
+        if not pos and end == len(data):
+            return pos
         return run_end(data, pos, self._want_now())
 
     def _first_read(self, data: bytes) -> list[bytes]:
