@@ -251,7 +251,8 @@ run_end(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
      * which holds a newline), so the events after the first are asked once, together: each
      * key is a memchr walk restarted at every hit, and asked event by event (as the first
      * version did) a read of the benchmark's events with usage and markup looked for cost
-     * about 1.4K instructions an event, some 100K a read. The first event is asked alone
+     * about 1.4K instructions an event, some 100K a read (without usage and markup looked
+     * for, events are still asked one by one: see below). The first event is asked alone
      * first: a run refused there (a round's first content) is not walked whole. Only when
      * the rest is refused are its events asked one by one, for where the run ends. */
     const char *data, *end, *at, *next, *framed;
@@ -279,6 +280,15 @@ run_end(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     next = event_end(at, end);
     if (next == NULL || !event_passes(at, next - at, want)) {
         return PyLong_FromSsize_t(pos);
+    }
+    if ((want & (USAGE | MARKUP)) == 0) {
+        /* Without them an event's check is two walks that rarely hit: asked one by one,
+         * a run refused at its end (a finish after content) is walked once, not twice. */
+        at = next;
+        while ((next = event_end(at, end)) != NULL && event_passes(at, next - at, want)) {
+            at = next;
+        }
+        return PyLong_FromSsize_t(at - data);
     }
     framed = next; /* the run's end by framing alone */
     while ((at = event_end(framed, end)) != NULL) {
