@@ -116,7 +116,10 @@ class ResponsesStream:
             self.carry.release(out)
             self._go(StreamPhase.DONE)
         elif self.phase is StreamPhase.STREAMING:
-            self._guarded(self._completed, {"type": "response.completed"}, out)
+            try:
+                self._completed({"type": "response.completed"}, out)
+            except ReplayLoopDetected as exc:
+                self._broken(exc)
         return out
 
     @property
@@ -132,10 +135,15 @@ class ResponsesStream:
 
     def _handle(self, events: list[SSEEvent]) -> list[bytes]:
         out: list[bytes] = []
-        for event in events:
-            if self.phase is not StreamPhase.STREAMING:
-                break
-            self._event(event, out)
+        # One try for all of a read's events, not one per event: the breaker's exception
+        # leaves the loop at the event that raised it, as a check after each event would.
+        try:
+            for event in events:
+                self._event(event, out)
+                if self.phase is not StreamPhase.STREAMING:
+                    break
+        except ReplayLoopDetected as exc:
+            self._broken(exc)
         return out
 
     def _event(self, event: SSEEvent, out: list[bytes]) -> None:
@@ -160,19 +168,12 @@ class ResponsesStream:
             named = next((line[6:].strip() for line in event.other if line[:6] == b"event:"), b"")
             if named:
                 parsed["type"] = named.decode("utf-8", "replace")
-        self._guarded(self._dispatch, parsed, out)
+        self._dispatch(parsed, out)
 
-    def _guarded(
-        self,
-        step: Callable[[dict[str, Any], list[bytes]], None],
-        event: dict[str, Any],
-        out: list[bytes],
-    ) -> None:
-        try:
-            step(event, out)
-        except ReplayLoopDetected as exc:
-            self.error = exc
-            self._go(StreamPhase.FAILED)
+    def _broken(self, exc: ReplayLoopDetected) -> None:
+        """The breaker (SPEC §5): nothing more is sent."""
+        self.error = exc
+        self._go(StreamPhase.FAILED)
 
     def _dispatch(self, event: dict[str, Any], out: list[bytes]) -> None:
         kind = event.get("type")
