@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from proxy.anthropic.framing import Event, EventReader
 from proxy.core.decide import ResponseIds
 from proxy.core.guard import Replay
 from proxy.core.notes import DeltaRepaired, Note
@@ -30,7 +31,7 @@ from proxy.responses.calls import CallItem, is_call_event, is_call_item
 from proxy.responses.carry import ResponseCarry, key_of
 from proxy.responses.decide import decide_call, may_decide, replays_only
 from proxy.responses.textcalls import TEXT_EVENTS, MessageTextCalls
-from proxy.sse import SSEDecoder, SSEEvent, encode_comment, encode_event
+from proxy.sse import encode_comment, encode_event
 
 
 class StreamPhase(Enum):
@@ -69,7 +70,8 @@ class ResponsesStream:
         self.error: ReplayLoopDetected | None = None
         self.non_json_events = 0
         self.phase = StreamPhase.STREAMING
-        self._decoder = SSEDecoder()
+        # OpenAI-style upstreams send `event:` + `data:` events, split without a step per line.
+        self._reader = EventReader()
         self._first_round = carry.rounds == 0
         carry.rounds += 1
         self._calls: dict[object, CallItem] = {}  # by the upstream's output_index
@@ -103,13 +105,13 @@ class ResponsesStream:
     def feed(self, data: bytes) -> list[bytes]:
         if self.phase is not StreamPhase.STREAMING:
             return []
-        return self._handle(self._decoder.feed(data))
+        return self._handle(self._reader.feed(data))
 
     def end(self) -> list[bytes]:
         """The upstream body ended cleanly: complete what it left unfinished."""
         if self.phase is not StreamPhase.STREAMING:
             return []
-        out = self._handle(self._decoder.end())
+        out = self._handle(self._reader.end())
         if self.phase is StreamPhase.STREAMING and self._upstream_error:
             # The upstream said what went wrong and stopped: not a response to complete.
             self._finish_items(out)
@@ -133,39 +135,38 @@ class ResponsesStream:
 
     # -- events --------------------------------------------------------------------------------
 
-    def _handle(self, events: list[SSEEvent]) -> list[bytes]:
+    def _handle(self, events: list[Event]) -> list[bytes]:
         out: list[bytes] = []
         # One try for all of a read's events, not one per event: the breaker's exception
         # leaves the loop at the event that raised it, as a check after each event would.
         try:
-            for event in events:
-                self._event(event, out)
+            for data, other in events:
+                self._event(data, other, out)
                 if self.phase is not StreamPhase.STREAMING:
                     break
         except ReplayLoopDetected as exc:
             self._broken(exc)
         return out
 
-    def _event(self, event: SSEEvent, out: list[bytes]) -> None:
-        data = event.data
+    def _event(self, data: bytes | None, other: tuple[bytes, ...], out: list[bytes]) -> None:
         if data is None:
-            out.append(encode_event(None, event.other))  # comments and keep-alives
+            out.append(encode_event(None, other))  # comments and keep-alives
             return
-        if event.is_done:
+        if data.strip() == b"[DONE]":
             return  # not part of the Responses grammar: the body's end completes the round
         try:
             parsed = orjson.loads(data)
         except orjson.JSONDecodeError:
             self.non_json_events += 1
             self.notes.append(DeltaRepaired(kind="non_json_data"))
-            out.append(encode_comment(data, event.other))
+            out.append(encode_comment(data, other))
             return
         if not isinstance(parsed, dict):
-            out.append(encode_event(data, event.other))
+            out.append(encode_event(data, other))
             return
         if "type" not in parsed:
             # Some relays name the event only in its `event:` line.
-            named = next((line[6:].strip() for line in event.other if line[:6] == b"event:"), b"")
+            named = next((line[6:].strip() for line in other if line[:6] == b"event:"), b"")
             if named:
                 parsed["type"] = named.decode("utf-8", "replace")
         self._dispatch(parsed, out)
