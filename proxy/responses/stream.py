@@ -30,6 +30,7 @@ from proxy.errors import ReplayLoopDetected
 from proxy.responses.calls import CallItem, is_call_event, is_call_item
 from proxy.responses.carry import ResponseCarry, key_of
 from proxy.responses.decide import decide_call, may_decide, replays_only
+from proxy.responses.lane import TEXT_DELTA, TextLane
 from proxy.responses.textcalls import TEXT_EVENTS, MessageTextCalls
 from proxy.sse import encode_comment, encode_event
 
@@ -83,6 +84,9 @@ class ResponsesStream:
         self._replayed: list[dict[str, Any]] = []
         self._upstream_output: list[Any] = []
         self._upstream_error = False  # the upstream sent an `error` event
+        # The open text part's plain deltas, taken from their bytes (lane.py); None after
+        # any event the general path reads, which may change what the lane relies on.
+        self._lane: TextLane | None = None
         offered = ids.facts.offered_tools
         self._text_calls = (
             MessageTextCalls(offered, self.notes, self._recovered)
@@ -137,10 +141,15 @@ class ResponsesStream:
 
     def _handle(self, events: list[Event]) -> list[bytes]:
         out: list[bytes] = []
+        carry = self.carry
         # One try for all of a read's events, not one per event: the breaker's exception
         # leaves the loop at the event that raised it, as a check after each event would.
         try:
             for data, other in events:
+                lane = self._lane
+                if lane is not None and data is not None and lane.take(data, carry, out):
+                    continue
+                self._lane = None
                 self._event(data, other, out)
                 if self.phase is not StreamPhase.STREAMING:
                     break
@@ -231,6 +240,7 @@ class ResponsesStream:
     def _item_event(self, event: dict[str, Any], out: list[bytes]) -> None:
         upstream = upstream_index(event)
         kind = event.get("type")
+        parsed = dict(event) if kind == TEXT_DELTA else None  # as it came, for a lane
         events = [event]
         if self._text_calls is not None and kind in TEXT_EVENTS:
             events = self._text_calls.rewrite(upstream, event)
@@ -245,6 +255,23 @@ class ResponsesStream:
                 self._texts.setdefault((upstream, part), []).append(delta)
             each["output_index"] = index
             self.carry.emit(each, out)
+        if parsed is not None and len(events) == 1:
+            self._lane = self._text_lane(upstream, parsed, events[0])
+
+    def _text_lane(
+        self, upstream: object, parsed: dict[str, Any], client: dict[str, Any]
+    ) -> TextLane | None:
+        """A lane for the text deltas that follow one the general path wrote as `client`."""
+        if not TextLane.fits(parsed, client):
+            return None
+        texts = self._texts[(upstream, key_of(client.get("content_index")))]
+        if self._text_calls is None:
+            return TextLane(parsed, client, None, (texts,))
+        part = self._text_calls.part(upstream, client)
+        if part is None:
+            return None
+        scanner, released = part
+        return TextLane(parsed, client, scanner, (texts, released))
 
     def _item_done(self, event: dict[str, Any], out: list[bytes]) -> None:
         item = event.get("item")
