@@ -298,6 +298,12 @@ def test_a_delta_after_the_first_is_sent_as_its_parse_says(body: bytes, number: 
     _same_as_parsed(LANE_HEAD + b',"delta":"' + body + b'","sequence_number":' + number + b"}")
 
 
+@pytest.mark.parametrize("before", [b":", b"=", b": ", b"x:"])
+@pytest.mark.parametrize("after", [b"}", b"]", b" }", b"}}", b""])
+def test_a_number_written_otherwise_is_sent_as_its_parse_says(before: bytes, after: bytes) -> None:
+    _same_as_parsed(LANE_HEAD + b',"delta":"abc","sequence_number"' + before + b"6" + after)
+
+
 @pytest.mark.parametrize(
     "obfuscation", [b"Zx9", b"", b"\\u0041", b"\x01", b"\xff", b'\\"', b"\xc3\xa9"]
 )
@@ -328,10 +334,26 @@ def test_a_delta_after_its_item_is_added_again_carries_the_renamed_id() -> None:
     first = Upstream().created().message("one ", done=False).events
     again = Upstream().message("", done=False).events[0]  # msg_0 again, at output index 0
     later = first[-1].replace(b"one ", b"two ")
-    body = b"".join([*first, later, again, later])
+    # Numbered as the client's events are: the renamed delta is otherwise the lane's own.
+    body = Upstream(events=[*first, later, again, later, later]).numbered()
     got = outcome([[body]])
     with mock.patch.object(TextLane, "take", lambda self, data, carry, out: False):
         assert got == outcome([[body]])
     item_ids = [e["item_id"] for e in parse(got[0][0]) if e["type"] == DELTA]
     assert item_ids[:2] == ["msg_0", "msg_0"] and item_ids[2].startswith("msg_")
-    assert item_ids[2] != "msg_0"
+    assert item_ids[2] != "msg_0" and item_ids[3] == item_ids[2]
+
+
+def test_a_percent_sign_in_the_event_is_written_as_it_came() -> None:
+    ref = b'{"type":"response.output_text.delta","item_id":"msg_%d%%","output_index":0'
+    first = ref + b',"content_index":0,"delta":"one","sequence_number":5}'
+    up = Upstream().created().message("", done=False)
+    head = [*up.numbered_events(), b"event: x\ndata: " + first + b"\n\n"]
+    later = [first.replace(b"one", b"two").replace(b":5}", b":%d}" % n) for n in (5, 6, 7)]
+    body = b"".join([*head, *(b"event: x\ndata: " + data + b"\n\n" for data in later)])
+    got = outcome([[body]])
+    with mock.patch.object(TextLane, "take", lambda self, data, carry, out: False):
+        assert got == outcome([[body]])
+    assert (
+        b'"item_id":"msg_%d%%"' in got[0][0] and b'"delta":"two","sequence_number":6' in got[0][0]
+    )
