@@ -2,7 +2,9 @@
 the benchmark's requests itself (no upstream, no JSON work).
 
 Whatever the proxy adds beyond this row is its own work; what this row adds over direct is
-uvicorn's, which no change to the proxy can remove. Run as `python -m bench.floor PORT`.
+the server's, which no change to the proxy's handlers can remove. It runs the HTTP protocol the
+proxy runs (`--http`, default the proxy's own default), so the floor stays a fair reference.
+Run as `python -m bench.floor PORT [--http lean|httptools]`.
 """
 
 from __future__ import annotations
@@ -55,14 +57,25 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 
 def main(argv: list[str]) -> int:
+    import argparse
+
     import uvicorn
 
+    from proxy.options import OPTION
+    from proxy.server import http_protocol
+
+    parser = argparse.ArgumentParser(prog="python -m bench.floor")
+    parser.add_argument("port", type=int)
+    parser.add_argument(
+        "--http", choices=OPTION["http"].kind.choices, default=OPTION["http"].default
+    )
+    args = parser.parse_args(argv)
     uvicorn.run(
         app,
         host="127.0.0.1",
-        port=int(argv[0]),
+        port=args.port,
         loop="uvloop",
-        http="httptools",
+        http=http_protocol(args.http),  # as proxy.cli runs it
         log_level="warning",
         access_log=False,
         proxy_headers=False,  # as proxy.cli runs it

@@ -45,7 +45,7 @@ from bench.upstream import TOOLCALL_ID, serve
 from proxy.app import create_app
 from proxy.config import Route, Settings
 from proxy.observability import LOGGER, configure_logging
-from proxy.transport import HttptoolsTransport, request_head
+from proxy.transport import HttptoolsTransport, RawResponse, request_head
 from tests.servers import free_port
 
 WARMUP = 200
@@ -131,7 +131,8 @@ async def _run(kind: str, requests: int, profile: bool, floor: bool = False) -> 
     route = Route(name="bench", upstream=f"http://127.0.0.1:{port}/v1")
     settings = Settings(routes=(route,))
     configure_logging(settings.log_level)  # as `serve` does: one JSON line per request
-    with open(os.devnull, "w") as sink:
+    # Line-buffered, as Python opens stderr (where `serve` logs) unless told otherwise.
+    with open(os.devnull, "w", buffering=1) as sink:
         for handler in LOGGER.handlers:
             cast(logging.StreamHandler[Any], handler).setStream(sink)
         app = create_app(settings)
@@ -156,7 +157,9 @@ def _floor_request(port: int, body: bytes) -> Callable[[], Awaitable[None]]:
     key = ("http", "127.0.0.1", port)
 
     async def one() -> None:
-        raw = await transport.send_head(key, head, body, connect_timeout=None, read_timeout=None)
+        raw = await transport.send_head(
+            key, head, body, connect_timeout=None, read_timeout=None, answer=RawResponse
+        )
         async for _ in raw.stream:
             pass
         await raw.stream.aclose()

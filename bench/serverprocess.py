@@ -8,9 +8,13 @@ cycle, the event loop's callbacks and the log line's write; the kernel's share o
 calls is not counted (only their libc wrappers). The upstream runs outside valgrind.
 
     python -m bench.serverprocess [--stream | --stream-toolcall] [--floor] [--requests N]
+                                  [--http lean|httptools]
 
 `--floor` counts the uvicorn floor (`bench.floor`: uvicorn run as the proxy runs it, with an
 app that answers by itself): what uvicorn costs per request before the proxy does anything.
+`--http` picks the server's HTTP protocol for either (default: the proxy's default).
+`--syscalls` counts system calls per request instead (`strace -c -f`, differenced the same
+way): what the kernel is asked to do, which callgrind does not see.
 The count is printed with its split by shared object (libpython is interpreted Python: ours
 and uvicorn's; uvloop, httptools and orjson are their compiled parts).
 """
@@ -18,16 +22,20 @@ and uvicorn's; uvloop, httptools and orjson are their compiled parts).
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 from bench import procs
 from bench.client import Connection, chat_body, chat_request, toolcall_body
 from bench.inprocess import add_kind_flags, kind_of
+from proxy.options import OPTION
 
 WARMUP = 50
 # Valgrind runs the interpreter about 50x slower: starting the server takes a while.
@@ -56,36 +64,58 @@ def _send(port: int, request: bytes, count: int) -> None:
         connection.close()
 
 
-def _server_argv(upstream_port: int, port: int, floor: bool) -> list[str]:
+def _server_argv(upstream_port: int, port: int, floor: bool, http: str) -> list[str]:
     if floor:
-        return [sys.executable, "-m", "bench.floor", str(port)]
+        return [sys.executable, "-m", "bench.floor", str(port), "--http", http]
     return [
         sys.executable,
         *("-m", "proxy", "serve", "--upstream", f"http://127.0.0.1:{upstream_port}/v1"),
-        *("--host", "127.0.0.1", "--port", str(port), "--drain-timeout", "1"),
+        *("--host", "127.0.0.1", "--port", str(port), "--drain-timeout", "1", "--http", http),
     ]
 
 
-def _profile(kind: str, requests: int, floor: bool, work: Path, upstream_port: int) -> Path:
-    """One callgrind run of the server over WARMUP + `requests` requests; its output file."""
-    out = work / f"callgrind.{requests}"
+class Run(NamedTuple):
+    """What one measurement runs: the request's kind, the server and its HTTP protocol."""
+
+    kind: str
+    floor: bool
+    http: str
+    syscalls: bool = False  # strace's count of system calls instead of callgrind's instructions
+
+
+def _profile(run: Run, requests: int, work: Path, upstream_port: int) -> Path:
+    """One callgrind (or strace) run of the server over WARMUP + `requests` requests; its
+    output file."""
+    out = work / f"profile.{requests}"
     port = procs.free_port()
-    argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
-    argv += _server_argv(upstream_port, port, floor)
+    if run.syscalls:
+        argv = ["strace", "-f", "-c", "-o", str(out)]
+    else:
+        argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+    argv += _server_argv(upstream_port, port, run.floor, run.http)
     log = work / f"server.{requests}.log"
     with log.open("wb") as sink:
         server = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT)
     try:
         procs.wait_for_port(port, server, START_TIMEOUT_S)
-        request = chat_request(port, _body(kind))
+        request = chat_request(port, _body(run.kind))
         _send(port, request, WARMUP)
         _send(port, request, requests)
     finally:
-        server.terminate()  # SIGTERM: the server drains and exits, callgrind writes its file
+        # SIGTERM: the server drains and exits, the tool writes its file. strace passes no
+        # signal on to the process it runs: that process gets it directly.
+        os.kill(_server_pid(server, run.syscalls), signal.SIGTERM)
         server.wait(START_TIMEOUT_S)
     if not out.exists():
-        raise RuntimeError(f"callgrind wrote no profile:\n{log.read_text()[-2000:]}")
+        raise RuntimeError(f"{argv[0]} wrote no profile:\n{log.read_text()[-2000:]}")
     return out
+
+
+def _server_pid(tool: subprocess.Popen[bytes], traced: bool) -> int:
+    """The server itself: valgrind runs it in its own process, strace as its child."""
+    if not traced:
+        return tool.pid
+    return int(Path(f"/proc/{tool.pid}/task/{tool.pid}/children").read_text().split()[0])
 
 
 def _by_object(profile: Path) -> tuple[int, Counter[str]]:
@@ -111,6 +141,19 @@ def _by_object(profile: Path) -> tuple[int, Counter[str]]:
     return int(total_match.group(1)), split
 
 
+_SYSCALL_LINE = re.compile(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)$")
+
+
+def _by_syscall(profile: Path) -> tuple[int, Counter[str]]:
+    """The run's count of system calls and its split by call (strace -c's table)."""
+    split: Counter[str] = Counter()
+    for line in profile.read_text().splitlines():
+        match = _SYSCALL_LINE.match(line)
+        if match is not None and match.group(2) != "total":
+            split[match.group(2)] += int(match.group(1))
+    return sum(split.values()), split
+
+
 def _object_name(source: str, shared_object: str | None) -> str:
     if shared_object is not None:
         name = Path(shared_object).name
@@ -119,18 +162,20 @@ def _object_name(source: str, shared_object: str | None) -> str:
     return "libpython3 (the interpreter)" if "Python-3" in source else "other (inlined)"
 
 
-def measure(kind: str, requests: int, floor: bool) -> tuple[int, list[tuple[str, int]]]:
-    """Instructions per request, and the split by shared object, largest first."""
+def measure(run: Run, requests: int) -> tuple[float, list[tuple[str, float]]]:
+    """Instructions (or system calls) per request, and the split by shared object (or
+    call), largest first."""
     with tempfile.TemporaryDirectory() as temp:
         work = Path(temp)
         upstream = procs.start_upstream(work)
         try:
-            small = _by_object(_profile(kind, requests, floor, work, upstream.port))
-            large = _by_object(_profile(kind, 3 * requests, floor, work, upstream.port))
+            count = _by_syscall if run.syscalls else _by_object
+            small = count(_profile(run, requests, work, upstream.port))
+            large = count(_profile(run, 3 * requests, work, upstream.port))
         finally:
             upstream.stop()
-    per_request = (large[0] - small[0]) // (2 * requests)
-    split = {name: (large[1][name] - small[1][name]) // (2 * requests) for name in large[1]}
+    per_request = (large[0] - small[0]) / (2 * requests)
+    split = {name: (large[1][name] - small[1][name]) / (2 * requests) for name in large[1]}
     ranked = sorted(((n, v) for n, v in split.items() if v > 0), key=lambda item: -item[1])
     return per_request, ranked
 
@@ -140,13 +185,18 @@ def main(argv: list[str] | None = None) -> int:
     add_kind_flags(parser)
     parser.add_argument("--floor", action="store_true", help="the uvicorn floor, no proxy")
     parser.add_argument("--requests", type=int, default=100)
+    http = OPTION["http"]
+    parser.add_argument("--http", choices=http.kind.choices, default=http.default)
+    parser.add_argument("--syscalls", action="store_true", help="system calls (strace -c -f)")
     args = parser.parse_args(argv)
-    kind = kind_of(args)
-    count, split = measure(kind, args.requests, args.floor)
+    run = Run(kind_of(args), args.floor, args.http, args.syscalls)
+    count, split = measure(run, args.requests)
     server = "the uvicorn floor" if args.floor else "the proxy's server process"
-    print(f"instructions per request ({kind}), {server}: {count:,}")
+    what = "system calls" if run.syscalls else "instructions"
+    shown = "{:>10,.2f}" if run.syscalls else "{:>10,.0f}"
+    print(f"{what} per request ({run.kind}), {server}, --http {run.http}: {shown.format(count)}")
     for name, value in split[:8]:
-        print(f"  {value:>10,}  {name}")
+        print(f"  {shown.format(value)}  {name}")
     return 0
 
 

@@ -51,7 +51,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     from proxy.app import create_app
     from proxy.observability import configure_logging, uvicorn_log_config
-    from proxy.server import DrainingServer, OpenAIErrorHttpProtocol, graceful_timeout
+    from proxy.server import DrainingServer, graceful_timeout, http_protocol
     from proxy.startup import startup_lines
 
     flags = {o.name: getattr(args, o.name) for o in OPTIONS if o.flag}
@@ -63,7 +63,9 @@ def run_serve(args: argparse.Namespace) -> int:
         "host": settings.host,
         "port": settings.port,
         "loop": "uvloop",
-        "http": OpenAIErrorHttpProtocol,  # httptools, with malformed heads in the SPEC §6 shape
+        # httptools's parser, malformed heads answered in the SPEC §6 shape; `lean` with the
+        # proxy's own request cycle (proxy.http_protocol)
+        "http": http_protocol(settings.http),
         "log_level": settings.log_level if settings.log_level != "debug" else "info",
         "access_log": False,
         "log_config": uvicorn_log_config(),

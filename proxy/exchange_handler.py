@@ -37,10 +37,12 @@ from proxy.sse import SSEFramingError
 from proxy.surface_codec import Exchange, SurfaceCodec
 from proxy.upstream import (
     RESPONSE_DROP,
+    UPSTREAM_FAILURES,
     client_response_headers,
     headers_without,
     map_upstream_errors,
     timeouts,
+    upstream_failure,
 )
 from proxy.upstream_call import UpstreamResponse, open_upstream, relay
 
@@ -108,7 +110,8 @@ class ExchangeHandler:
                     self.metrics.active_streams.dec()
                 self.report.record(req, exchange)
         finally:
-            await response.aclose()
+            if not response.released():
+                await response.aclose()
 
     @staticmethod
     def _writer(
@@ -138,9 +141,12 @@ class ExchangeHandler:
         (the log line's `ttfb` is the first round's, from the client's request)."""
         follow_up = req.log.ttfb is not None
         sent = time.perf_counter()
-        response = await open_upstream(
-            self.client, "POST", req.url, req.headers, content, timeouts(req.route)
-        )
+        try:
+            response = await open_upstream(
+                self.client, "POST", req.url, req.headers, content, timeouts(req.route)
+            )
+        except UPSTREAM_FAILURES as exc:  # map_upstream_errors, without a with block
+            raise upstream_failure(exc, streaming_body=False) from None
         if follow_up:
             self.metrics.ttfb.observe(time.perf_counter() - sent)
         else:
@@ -169,19 +175,30 @@ class ExchangeHandler:
         writer: ClientWriter,
         response: UpstreamResponse,
     ) -> int:
-        """Feed the exchange each round's body and act on what it says (SPEC §5)."""
+        """Feed the exchange each round's body and act on what it says (SPEC §5). A round's
+        body is read under the upstream error mapping (the exchange's errors and the writer's
+        are no httpx errors, so the mapping leaves them alone); what breaks a round is told to
+        the client as `_round_failure` says. Each round is awaited here, not through a coroutine of its
+        own around it: a frame less, on the request's way and at each of its waits."""
         followup_response: UpstreamResponse | None = None
         try:
             while True:
                 exchange.begin_round(stream=writer.streaming)
-                followup = await self._round(req, exchange, writer, response)
-                if followup is None:
+                try:
+                    if writer.streaming:
+                        step = await self._stream_round(req, exchange, writer, response)
+                    else:
+                        step = await self._message_round(req, exchange, writer, response)
+                except _ROUND_FAILURES as exc:
+                    await self._fail(req, writer, _round_failure(req, exc))
+                    step = None
+                if not isinstance(step, OpenFollowup):
                     if not writer.ended:
                         await writer.close()
                     return writer.status
-                self.report.answered(req, list(followup.replays))
+                self.report.answered(req, list(step.replays))
                 try:
-                    followup_response = response = await self._open(req, followup.body)
+                    followup_response = response = await self._open(req, step.body)
                 except ProxyError as exc:
                     await self._fail(req, writer, exc)
                     return writer.status
@@ -214,40 +231,6 @@ class ExchangeHandler:
             await self._relay(req, response, writer.send)
         return False
 
-    async def _round(
-        self,
-        req: ExchangeRequest,
-        exchange: Exchange,
-        writer: ClientWriter,
-        response: UpstreamResponse,
-    ) -> OpenFollowup | None:
-        """One upstream body through the exchange; the follow-up it asks for, if any. The
-        body is read under the upstream error mapping (the exchange's errors and the writer's
-        are no httpx errors, so the mapping leaves them alone)."""
-        try:
-            if writer.streaming:
-                step = await self._stream_round(req, exchange, writer, response)
-            else:
-                step = await self._message_round(req, exchange, writer, response)
-            return step if isinstance(step, OpenFollowup) else None
-        except SSEFramingError as exc:
-            await self._fail(req, writer, UpstreamStreamError(str(exc)))
-        except UpstreamStreamError as exc:
-            await self._fail(req, writer, exc)
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # our bug
-            LOGGER.exception(
-                "core failed on upstream data", extra={"fields": {"request_id": req.request_id}}
-            )
-            await self._fail(
-                req,
-                writer,
-                ProxyError(
-                    f"the proxy could not process the upstream stream ({type(exc).__name__})",
-                    code="proxy_internal_error",
-                ),
-            )
-        return None
-
     async def _stream_round(
         self,
         req: ExchangeRequest,
@@ -271,7 +254,8 @@ class ExchangeHandler:
                     if (step := await self._act(req, writer, events)) is not None:
                         await _drain(response, chunks)  # the rest is not needed
                         return step
-                await response.aclose()  # the body ended: its connection goes back now
+                if not response.released():  # the body ended: its connection goes back now
+                    await response.aclose()
             return await self._act(req, writer, exchange.end())
         finally:
             if isinstance(chunks, AsyncGeneratorType):
@@ -285,13 +269,21 @@ class ExchangeHandler:
         response: UpstreamResponse,
     ) -> OpenFollowup | _RoundOver | None:
         """A whole message: read to its end (the exchange answers only then), then fed once."""
-        with map_upstream_errors(streaming_body=True):
+        try:
             body = await response.read()
-        await response.aclose()  # its connection goes back before the answer is worked on
+        except UPSTREAM_FAILURES as exc:  # map_upstream_errors, without a with block
+            raise upstream_failure(exc, streaming_body=True) from None
+        if not response.released():  # its connection goes back before the answer is worked on
+            await response.aclose()
         events = exchange.feed(body) if body else None
         if events and (step := await self._act(req, writer, events)) is not None:
             return step
-        return await self._act(req, writer, exchange.end())
+        events = exchange.end()
+        if len(events) == 1 and type(only := events[0]) is Forward and only.last:
+            # The usual answer, one whole body: what _act does with it, without its coroutine.
+            await writer.write(only.data, last=True)
+            return ROUND_OVER
+        return await self._act(req, writer, events)
 
     async def _act(
         self, req: ExchangeRequest, writer: ClientWriter, events: list[ExchangeEvent]
@@ -333,6 +325,36 @@ class _RoundOver:
 
 
 ROUND_OVER = _RoundOver()
+
+
+def _round_failure(req: ExchangeRequest, exc: Exception) -> ProxyError:
+    """What the client is told (SPEC §6) of a round that broke: the upstream's stream, or our
+    bug (the exchange failed on what the upstream sent), which is logged with its traceback."""
+    if isinstance(exc, SSEFramingError):
+        return UpstreamStreamError(str(exc))
+    if isinstance(exc, UpstreamStreamError):
+        return exc
+    LOGGER.error(
+        "core failed on upstream data",
+        exc_info=exc,
+        extra={"fields": {"request_id": req.request_id}},
+    )
+    return ProxyError(
+        f"the proxy could not process the upstream stream ({type(exc).__name__})",
+        code="proxy_internal_error",
+    )
+
+
+# What breaks a round (see _round_failure): the upstream's stream, or the exchange failing on it.
+_ROUND_FAILURES = (
+    SSEFramingError,
+    UpstreamStreamError,
+    KeyError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    IndexError,
+)
 
 
 # After the client's body ended, the rest of the upstream's body is read (and dropped) so its

@@ -2,14 +2,14 @@
 
 - `passthrough`: SPEC §1, any other request under the base goes upstream and back unchanged,
   streamed both ways.
-- `until_disconnect`: SPEC §6, a client that leaves cancels its upstream request at once.
+- `DisconnectWatch`: SPEC §6, a client that leaves cancels its upstream request at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Coroutine
-from types import CoroutineType
+from types import CoroutineType, TracebackType
 from typing import Any
 
 import httpx
@@ -18,7 +18,7 @@ from proxy.asgi import Message, Receive, Scope, Send, with_request_id
 from proxy.config import Route
 from proxy.observability import Metrics, RequestLog
 from proxy.server import ResponseProgress
-from proxy.upstream import client_response_headers, timeouts
+from proxy.upstream import client_response_headers, map_upstream_errors, timeouts
 from proxy.upstream_call import open_upstream, relay
 
 
@@ -34,9 +34,10 @@ async def passthrough(
     log: RequestLog,
 ) -> int:
     """SPEC §1: any other request under the base goes through unchanged."""
-    response = await open_upstream(
-        client, scope["method"], url, headers, raw or None, timeouts(route)
-    )
+    with map_upstream_errors(streaming_body=False):
+        response = await open_upstream(
+            client, scope["method"], url, headers, raw or None, timeouts(route)
+        )
     log.mark_first_byte()
     headers = with_request_id(
         client_response_headers(response.headers, keep_length=True), log.fields["request_id"]
@@ -50,57 +51,81 @@ async def passthrough(
     return response.status_code
 
 
-async def until_disconnect(
-    work: Any,
-    receive: Receive,
-    log: RequestLog,
-    progress: ResponseProgress,
-    task: asyncio.Task[Any] | None,
-) -> int:
-    """Run `work`, cancelling it (and so the upstream request) the moment the client leaves.
+class DisconnectWatch:
+    """SPEC §6: while its `with` block runs, a client that leaves cancels the work (and so the
+    upstream request) at once; the block then ends quietly, the client noted in the log.
 
-    uvicorn does not fail `send()` after a disconnect, so only `receive()` tells us. Once
-    the response is complete, uvicorn's `receive()` answers `http.disconnect` at once:
-    that is no client leaving, and the work (reading the rest of an upstream body whose
-    `[DONE]` already went out) goes on. `task` is the one running this.
-    """
-    assert task is not None
-    watch = _DisconnectWatch(receive, task, progress)
-    try:
-        return int(await work)
-    except asyncio.CancelledError:
-        if not watch.left:
-            raise
-        task.uncancel()
-        log.fields["client_disconnected"] = True
-        return 499
-    finally:
-        watch.stop()
+        status = 499  # what a client that left gets
+        with DisconnectWatch(receive, task, progress, log):
+            status = await work
 
+    uvicorn does not fail `send()` after a disconnect, so only `receive()` tells us. Once the
+    response is complete, uvicorn's `receive()` answers `http.disconnect` at once: that is no
+    client leaving, and the work (reading the rest of an upstream body whose `[DONE]` already
+    went out) goes on. `task` is the one running the block.
 
-class _DisconnectWatch:
-    """Waits for the client's `http.disconnect` beside the request's work, without a task.
-
-    A watcher task per request cost 11K instructions more than this (of 531K for a small
-    request, bench.inprocess --instructions): the task, its entry in asyncio's registry of
-    tasks (a WeakSet), its scheduling, and its cancellation at the end. Here the `receive()`
-    coroutine is stepped by hand from the done-callback of the future it waits on, as a
-    task's step would: uvicorn's `receive()` waits on an asyncio.Event, so that is one
-    future per request, and stopping the watch closes the coroutine (which takes its waiter
-    off the event).
+    It waits beside the work without a task: a watcher task per request cost 11K instructions
+    more than this (of 531K for a small request, bench.inprocess --instructions): the task,
+    its entry in asyncio's registry of tasks (a WeakSet), its scheduling, and its cancellation
+    at the end. Here the `receive()` coroutine is stepped by hand from the done-callback of
+    the future it waits on, as a task's step would: uvicorn's `receive()` waits on an
+    asyncio.Event, so that is one future per request. A `with` block rather than a coroutine
+    around the work: a frame less, on the request's way and at each of its waits.
     """
 
-    __slots__ = ("_coro", "_handle", "_progress", "_receive", "_task", "_waited", "left")
+    __slots__ = (
+        "_coro",
+        "_handle",
+        "_log",
+        "_progress",
+        "_receive",
+        "_stopped",
+        "_task",
+        "_waited",
+        "left",
+    )
 
-    def __init__(self, receive: Receive, task: asyncio.Task[Any], progress: ResponseProgress):
+    def __init__(
+        self,
+        receive: Receive,
+        task: asyncio.Task[Any] | None,
+        progress: ResponseProgress,
+        log: RequestLog,
+    ):
+        assert task is not None
         self._receive = receive
         self._task = task
         self._progress = progress
+        self._log = log
         self.left = False  # the client went away: `task` was cancelled for that
+        self._stopped = False  # the block ended: a later disconnect cancels nothing
         self._waited: asyncio.Future[Any] | None = None
         self._handle: asyncio.Handle | None = None
-        self._coro: Coroutine[Any, Any, Message] | None = _receiving(receive)
+        awaitable = receive()  # _receiving(receive), inlined: this runs for every request
+        self._coro: Coroutine[Any, Any, Message] | None = (
+            awaitable if type(awaitable) is CoroutineType else _awaiting(awaitable)  # type: ignore[assignment]
+        )
         self._step()
+
+    def __enter__(self) -> DisconnectWatch:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        # The work is over: stop waiting. When the future receive() waits on is already done
+        # (uvicorn sets its event as the response ends, so after every complete response),
+        # the step it scheduled lets receive() return, which costs less than closing the
+        # coroutine (a GeneratorExit thrown through its frames). Otherwise it stops now.
+        self._stopped = True
+        waited = self._waited
+        if waited is None or not waited.done():
+            self._stop_waiting()
+        if self.left and isinstance(exc, asyncio.CancelledError):
+            self._task.uncancel()
+            self._log.fields["client_disconnected"] = True
+            return True  # the work was cancelled for the client that left: it ends here
+        return False
 
     def _step(self, _: object = None) -> None:
         self._waited = self._handle = None
@@ -109,6 +134,9 @@ class _DisconnectWatch:
             try:
                 waited = coro.send(None)
             except StopIteration as done:
+                if self._stopped:  # receive() ran to its end after the block: nothing to do
+                    self._coro = None
+                    return
                 if done.value["type"] == "http.disconnect":
                     self._coro = None
                     if not self._progress.finished:
@@ -120,7 +148,9 @@ class _DisconnectWatch:
             except Exception:  # receive() failed: there is nothing more to watch
                 self._coro = None
                 return
-            if waited is None:  # a bare `yield` (asyncio.sleep(0)): go on at the next turn
+            if self._stopped:  # it waits again after the block: stop it now
+                self._close()
+            elif waited is None:  # a bare `yield` (asyncio.sleep(0)): go on at the next turn
                 self._handle = self._task.get_loop().call_soon(self._step)
             else:  # an asyncio future, as a task would have awaited it
                 waited._asyncio_future_blocking = False
@@ -128,12 +158,18 @@ class _DisconnectWatch:
                 self._waited = waited
             return
 
-    def stop(self) -> None:
-        """The work is over: stop waiting (the coroutine's waiter leaves the event)."""
-        if self._waited is not None:
-            self._waited.remove_done_callback(self._step)
+    def _stop_waiting(self) -> None:
+        """Close the coroutine now (its waiter leaves the event) and forget its wake-up."""
+        waited = self._waited
+        if waited is not None:
+            waited.remove_done_callback(self._step)
+            self._waited = None
         if self._handle is not None:
             self._handle.cancel()
+            self._handle = None
+        self._close()
+
+    def _close(self) -> None:
         if self._coro is not None:
             self._coro.close()
             self._coro = None

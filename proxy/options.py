@@ -34,6 +34,7 @@ IdsPolicy = Literal["auto", "always", "collisions", "off"]
 Dialect = Literal["auto", "passthrough", "kimi", "alnum9"]
 TextToolCalls = Literal["auto", "off"]
 LogLevel = Literal["debug", "info", "warning", "error"]
+HttpProtocol = Literal["lean", "httptools"]
 
 ENV_PREFIX = "TOOLCALL_PROXY_"
 Source = Literal["flag", "env", "yaml"]
@@ -175,6 +176,14 @@ OPTIONS: tuple[Option, ...] = (
         1,
         "uvicorn worker processes; all state is per request, so workers need no coordination",
         sources=NOT_IN_YAML,
+    ),
+    Option(
+        "http",
+        Choice(get_args(HttpProtocol)),
+        "lean",
+        "the server's HTTP/1.1 protocol on uvicorn: lean (the proxy's own request cycle on "
+        "uvicorn's httptools parser, fewer instructions and system calls per request) or "
+        "httptools (uvicorn's own)",
     ),
     Option(
         "drain_timeout",

@@ -9,7 +9,7 @@ import fnmatch
 import os
 from dataclasses import dataclass, field
 
-from proxy.options import Dialect, IdsPolicy, TextToolCalls, default
+from proxy.options import Dialect, HttpProtocol, IdsPolicy, TextToolCalls, default
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +51,7 @@ class Settings:
     proxy_keys: tuple[str, ...] = field(default=default("keys"), repr=False)
     cors_origins: tuple[str, ...] = default("cors_origins")
     drain_timeout: float = default("drain_timeout")
+    http: HttpProtocol = default("http")  # noqa: RUF009 -- a str
     simulated: bool = False  # no upstream configured: the built-in simulator is the route
 
     def route_for(self, path_prefix: str, model: str | None) -> Route | None:

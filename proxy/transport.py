@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator
-from typing import cast
+from collections.abc import AsyncIterator, Callable
+from typing import TypeVar, cast
 
 import httptools
 import httpx
@@ -50,6 +50,7 @@ MAX_BODY_READ_BYTES = 16 * 1024
 COALESCE_BODY_BYTES = 64 * 1024
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_Answer = TypeVar("_Answer")
 _Origin = tuple[str, str, int]  # scheme, host, port
 
 
@@ -415,6 +416,11 @@ class ResponseBody(httpx.AsyncByteStream):
             exc.request = self._request
 
     async def aclose(self) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """`aclose` without a coroutine: the connection goes back to the pool (if it can serve
+        another request) or is closed."""
         if not self._released:
             self._released = True
             self._pool.release(self._conn)
@@ -450,6 +456,7 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
                 await request.aread(),
                 connect_timeout=_timeout(request, "connect"),
                 read_timeout=_timeout(request, "read"),
+                answer=RawResponse,
                 request=request,
             )
             return httpx.Response(
@@ -470,13 +477,16 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
         *,
         connect_timeout: float | None,
         read_timeout: float | None,
+        answer: Callable[[int, list[tuple[bytes, bytes]], ResponseBody], _Answer],
         request: httpx.Request | None = None,
-    ) -> RawResponse:
+    ) -> _Answer:
         """Send the request as prebuilt bytes (`request_head`); its response once the head
         arrived, without httpx's Request and Response objects: what the proxy's own calls use
         (about a fifth of a small request's instructions went to building those objects and
-        reading them back). Raises the same httpx exceptions as `handle_async_request`; the
-        body's failures name `request` when one is given."""
+        reading them back). The response is `answer(status, headers, body)` (RawResponse, or
+        the caller's own type: no second object, and no frame of the caller's to make it).
+        Raises the same httpx exceptions as `handle_async_request`; the body's failures name
+        `request` when one is given."""
         head_only = head.startswith(b"HEAD ")
         for attempt in (1, 2):
             conn = self._checkout(key) or await self._connect(key, connect_timeout)
@@ -498,7 +508,7 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
                 conn.abort()
                 raise
             body_stream = ResponseBody(self, conn, request, read_timeout)
-            return RawResponse(conn.status, conn.headers, body_stream)
+            return answer(conn.status, conn.headers, body_stream)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _checkout(self, key: _Origin) -> _Connection | None:

@@ -10,7 +10,7 @@ benchmark's transport comparison) it goes through httpx's API. Either way the sh
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterable
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable
 
 import httpx
 
@@ -65,20 +65,26 @@ class UpstreamResponse:
 
     def _look_up(self) -> None:
         """Both headers every answer is asked for, in one pass (as `header` joins them)."""
-        found: dict[bytes, bytes] = {}
+        kind = encoding = None
         for key, value in self.headers:
             key = key.lower()
-            if key == b"content-type" or key == b"content-encoding":
-                found[key] = found[key] + b", " + value if key in found else value
-        self._type = found.get(b"content-type", b"")
-        self._encoding = found.get(b"content-encoding")
+            if key == b"content-type":
+                kind = value if kind is None else kind + b", " + value
+            elif key == b"content-encoding":
+                encoding = value if encoding is None else encoding + b", " + value
+        self._type = kind or b""
+        self._encoding = encoding
 
-    async def read(self) -> bytes:
-        """The whole body, decoded, failures unmapped: from the proxy's transport in one call
-        (no async generator to make, hook and close, as `chunks` iterated would be)."""
+    def read(self) -> Awaitable[bytes]:
+        """The whole body, decoded, failures unmapped, to await: from the proxy's transport in
+        one call (no async generator to make, hook and close, as `chunks` iterated would be),
+        the transport's own coroutine (a frame less)."""
         stream = self._stream
         if type(stream) is ResponseBody and self._identity():
-            return await stream.read()
+            return stream.read()
+        return self._joined()
+
+    async def _joined(self) -> bytes:
         return b"".join([chunk async for chunk in self.chunks(decoded=True)])
 
     def body_settled(self) -> bool:
@@ -119,26 +125,38 @@ class UpstreamResponse:
         elif self._stream is not None:
             await self._stream.aclose()
 
+    def released(self) -> bool:
+        """`aclose` done at once where that needs no await (the proxy's transport); False:
+        await `aclose()`. For the hot path, where a coroutine per close cost more."""
+        stream = self._stream
+        if self._response is None and type(stream) is ResponseBody:
+            stream.release()
+            return True
+        return False
 
-async def open_upstream(
+
+def open_upstream(
     client: httpx.AsyncClient,
     method: str,
     url: str,
     headers: Headers,
     content: bytes | None,
     timeout: httpx.Timeout,
-) -> UpstreamResponse:
-    """Send the request; its answer once the head arrived. Failures are the proxy's errors."""
-    with map_upstream_errors(streaming_body=False):
-        if isinstance(client, UpstreamClient):
-            sending = client.open_raw(method, url, headers, content or b"", timeout)
-            if sending is not None:
-                raw = await sending
-                return UpstreamResponse(raw.status_code, raw.headers, stream=raw.stream)
-        request = client.build_request(
-            method, url, headers=headers, content=content, timeout=timeout
-        )
-        return UpstreamResponse.of(await client.send(request, stream=True))
+) -> Awaitable[UpstreamResponse]:
+    """Send the request; its answer, to await, once the head arrived. Failures are httpx's:
+    call and await it inside `map_upstream_errors(streaming_body=False)`. Not a coroutine
+    itself over the proxy's own client: it hands back the transport's (a frame less, on the
+    request's way and at its wait for the answer)."""
+    if isinstance(client, UpstreamClient):
+        sending = client.open_raw(method, url, headers, content or b"", timeout, UpstreamResponse)
+        if sending is not None:
+            return sending
+    request = client.build_request(method, url, headers=headers, content=content, timeout=timeout)
+    return _sent(client, request)
+
+
+async def _sent(client: httpx.AsyncClient, request: httpx.Request) -> UpstreamResponse:
+    return UpstreamResponse.of(await client.send(request, stream=True))
 
 
 async def iter_body(response: UpstreamResponse, *, decoded: bool) -> AsyncGenerator[bytes, None]:

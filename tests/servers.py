@@ -16,6 +16,9 @@ from typing import Any
 
 import uvicorn
 
+from proxy.options import OPTION
+from proxy.server import http_protocol
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -33,7 +36,12 @@ def wait_for(condition: Callable[[], bool], timeout: float = 10.0, interval: flo
 
 
 class ServerThread:
-    def __init__(self, app: Any, port: int | None = None):
+    """`http`: the HTTP protocol, by its `serve --http` name; the proxy's default unless given,
+    so every end-to-end test runs the protocol users get. `options`: other uvicorn settings."""
+
+    def __init__(
+        self, app: Any, port: int | None = None, http: str = OPTION["http"].default, **options: Any
+    ):
         self.port = port or free_port()
         config = uvicorn.Config(
             app,
@@ -41,9 +49,9 @@ class ServerThread:
             port=self.port,
             log_level="warning",
             loop="uvloop",
-            http="httptools",
+            http=http_protocol(http),
             lifespan="on",
-            timeout_graceful_shutdown=2,
+            **{"timeout_graceful_shutdown": 2, **options},
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -73,8 +81,8 @@ class ServerThread:
 
 
 @contextmanager
-def serving(app: Any, port: int | None = None) -> Iterator[ServerThread]:
-    server = ServerThread(app, port).start()
+def serving(app: Any, port: int | None = None, **options: Any) -> Iterator[ServerThread]:
+    server = ServerThread(app, port, **options).start()
     try:
         yield server
     finally:

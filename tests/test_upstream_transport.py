@@ -89,7 +89,8 @@ async def open_stream(
 ) -> UpstreamResponse:
     """What the exchange shell does: send, mapping failures before the head."""
     content = b"{}" if method == "POST" else None
-    return await open_upstream(client, method, url + path, [], content, timeouts(route(url)))
+    with map_upstream_errors(streaming_body=False):
+        return await open_upstream(client, method, url + path, [], content, timeouts(route(url)))
 
 
 async def read_all(response: UpstreamResponse) -> list[bytes]:

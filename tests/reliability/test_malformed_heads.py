@@ -1,6 +1,7 @@
 """A request the HTTP parser cannot read gets the OpenAI error shape (SPEC §6), not uvicorn's
 plain-text `400 Invalid HTTP request received.`: the server runs with
-`proxy.server.OpenAIErrorHttpProtocol`, as `toolcall-proxy serve` starts it."""
+`proxy.http_protocol.LeanHttpProtocol` (`--http lean`, the default) or
+`proxy.server.OpenAIErrorHttpProtocol` (`--http httptools`), as `toolcall-proxy serve` starts it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import pytest
 
 from proxy.app import create_app
 from proxy.config import Route, Settings
-from proxy.server import OpenAIErrorHttpProtocol
 from proxy.simulator import SimulatorLog
 from tests.e2e.test_cli_serve import process
 from tests.reliability.wire import keeps_serving, no_traceback, raw_exchange, status_of
@@ -47,11 +47,10 @@ def assert_openai_400(answer: bytes) -> None:
     no_traceback(answer)
 
 
-@pytest.fixture(scope="module")
-def served(simulator: ServerThread) -> Iterator[ServerThread]:
+@pytest.fixture(scope="module", params=["lean", "httptools"])
+def served(simulator: ServerThread, request: pytest.FixtureRequest) -> Iterator[ServerThread]:
     app = create_app(Settings(routes=(Route(name="d", upstream=simulator.url + "/v1"),)))
-    server = ServerThread(app)
-    server.server.config.http = OpenAIErrorHttpProtocol  # what `toolcall-proxy serve` runs
+    server = ServerThread(app, http=request.param)  # what `toolcall-proxy serve --http` runs
     server.start()
     try:
         yield server

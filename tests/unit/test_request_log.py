@@ -90,3 +90,27 @@ def test_a_record_carries_the_fields_alone(sink: io.StringIO) -> None:
     fields = record.fields  # type: ignore[attr-defined]
     assert list(fields)[:4] == ["request_id", "route", "method", "path"]
     assert not {"ts", "level", "msg"} & set(fields)
+
+
+@pytest.mark.parametrize("line_buffering", [True, False])
+def test_each_request_line_reaches_the_file_when_written(line_buffering: bool) -> None:
+    """Whether or not the text stream is line-buffered (stderr is), the line is in the file
+    below it once written: nothing waits in the stream's buffers for a crash to lose."""
+    handlers, level, propagate = LOGGER.handlers[:], LOGGER.level, LOGGER.propagate
+    configure_logging("info")
+    below = io.BytesIO()
+    stream = io.TextIOWrapper(
+        io.BufferedWriter(below),
+        encoding="utf-8",
+        line_buffering=line_buffering,  # type: ignore[arg-type]
+    )
+    LOGGER.handlers[0].setStream(stream)  # type: ignore[attr-defined]
+    try:
+        for n in range(3):
+            RequestLog(f"req_{n}", "r", "POST", "/v1/chat/completions").finish(200)
+            written = [orjson.loads(line) for line in below.getvalue().splitlines()]
+            assert [entry["request_id"] for entry in written] == [f"req_{i}" for i in range(n + 1)]
+    finally:
+        LOGGER.handlers[:] = handlers
+        LOGGER.setLevel(level)
+        LOGGER.propagate = propagate
