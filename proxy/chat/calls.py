@@ -39,6 +39,8 @@ _DROPPED = SlotState.DROPPED
 _NEVER = Progress.NEVER
 _CLOSED = Progress.CLOSED
 _DELIVER = Verdict.DELIVER
+_CLOSING = ("}", "]")  # only after one of these can arguments have become complete
+_OPENING = ("{", "[")
 
 
 class CallSlot:
@@ -103,7 +105,7 @@ class CallSlot:
         self._unscanned.append(fragment)
         # Only after a closing bracket can the arguments have become complete: the scan
         # catches up then, over the fragments it has not seen (each character once).
-        if fragment.rstrip()[-1:] not in ("}", "]"):
+        if fragment.rstrip()[-1:] not in _CLOSING:
             return
         pending = self._unscanned[0] if len(self._unscanned) == 1 else "".join(self._unscanned)
         self._unscanned = []
@@ -113,6 +115,14 @@ class CallSlot:
             self.complete = is_complete_json(text)
             if not self.complete:
                 self._json.give_up()
+
+    @property
+    def flushes_close(self) -> bool:
+        """Would a final flush of its arguments end in a closing bracket? It would when they
+        begin (after JSON whitespace) with an opening one: a flush starts with them and is
+        complete JSON. With no arguments yet nothing is a flush (`is_flush`)."""
+        parts = self._parts
+        return not parts or parts[0].lstrip(" \t\n\r")[:1] in _OPENING
 
     def is_flush(self, fragment: str) -> bool:
         """SPEC §4: is `fragment`, after some arguments, on its own a complete JSON value that
@@ -173,6 +183,32 @@ class ChoiceCalls:
                 continue
             self._take_one(self._read(item, position), out)
         return out
+
+    def held_fragment(self, index: int, fragment: str) -> bool:
+        """What `take` does with a bare fragment at `index` when that is a held call's (one
+        that waits for complete arguments, SPEC §2.4): appends it, sending nothing, when it
+        can neither complete the arguments nor be a final flush of them: it does not end in
+        a closing bracket, and a flush would (`flushes_close`). False: nothing was done."""
+        slot = self._by_index.get(index)
+        if (
+            slot is None
+            or slot.state is not _PENDING
+            or not slot.waits
+            or slot.complete
+            or not slot.flushes_close
+            or not fragment
+            or fragment.rstrip()[-1:] in _CLOSING
+        ):
+            return False
+        slot.add_arguments(fragment)
+        return True
+
+    def held_index(self) -> int | None:
+        """The upstream index of a call that waits for complete arguments, if any."""
+        for index, slot in self._by_index.items():
+            if slot.state is _PENDING and slot.waits and not slot.complete:
+                return index
+        return None
 
     def recovered(self, call: RecoveredCall, out: list[dict[str, Any]]) -> None:
         """A call recovered from markup in the text: complete from the start."""

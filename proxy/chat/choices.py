@@ -108,6 +108,14 @@ class Choices:
                 kept.append(choice)
         return changed, kept
 
+    def held_call(self, index: object) -> tuple[ChoiceCalls, int] | None:
+        """A call of the choice at `index` that waits for complete arguments: its choice's
+        calls and its upstream index."""
+        state = self._states.get(index) if type(index) is int else None
+        calls = state.calls if state is not None else None
+        held = calls.held_index() if calls is not None else None
+        return None if calls is None or held is None else (calls, held)
+
     def close(self) -> list[dict[str, Any]]:
         """The stream ended: finish every open choice; the finishing choices to send."""
         if not self._states and self.raw_seen:

@@ -32,6 +32,7 @@ from proxy.chat.calls import CallSlot
 from proxy.chat.choices import Choices
 from proxy.chat.continuation import Carry, Continuation, FollowupNeeded, RoundContent, add_usage
 from proxy.chat.head import HeadGate, shows_nothing
+from proxy.chat.lane import FragmentLane
 from proxy.chat.sse_scan import CONTENT, MARKUP, PLAIN, USAGE, run_end, scan
 from proxy.core.decide import ResponseIds
 from proxy.core.jsoncomplete import is_complete_json
@@ -153,6 +154,7 @@ class StreamSanitizer:
         # that is not a continuation (those are rewritten) and one choice.
         self._hot_allowed = carry is None and single
         self._hot = False
+        self._lane: FragmentLane | None = None  # a held call's fragments, from their bytes
 
     @property
     def nothing_released(self) -> bool:
@@ -237,8 +239,12 @@ class StreamSanitizer:
                 intact = False
                 continue
             end = data.find(b"\n\n", pos) + 2  # the read ends with a blank line
-            # A read that is one event (a paced upstream's) was just refused: not asked again.
-            cut = self._forwardable_run(data, pos) if pos or end != size else pos
+            lane = self._lane
+            if lane is not None and lane.take(data, pos, end):
+                pos = end  # dropped, as the general path would: the read is not intact
+                intact = False
+                continue
+            cut = self._forwardable_run(data, pos, end)
             if cut == size and intact:
                 return self._forward_run(data, pos)
             if cut > pos:
@@ -258,8 +264,12 @@ class StreamSanitizer:
             pos = end
         return out
 
-    def _forwardable_run(self, data: bytes, pos: int) -> int:
-        """Where the run of events from `pos` that the rule forwards ends (`pos`: none)."""
+    def _forwardable_run(self, data: bytes, pos: int, end: int) -> int:
+        """Where the run of events from `pos` that the rule forwards ends (`pos`: none);
+        `end`: the end of the event at `pos`. A read that is one event (a paced upstream's)
+        was just refused whole: it is not asked again."""
+        if not pos and end == len(data):
+            return pos
         return run_end(data, pos, self._want_now())
 
     def _first_read(self, data: bytes) -> list[bytes]:
@@ -360,8 +370,11 @@ class StreamSanitizer:
         if not isinstance(chunk, dict):
             out.append(encode_event(data, other))
             return
+        choices = chunk.get("choices")  # as it came: _chunk may replace the list
         outcome = self._chunk(chunk)
         if outcome is _DROP:
+            if framed is not None and self._hot:
+                self._draw_lane(chunk, choices)
             return
         # jsontext.dumps: a chunk nested past orjson's 254 levels must not raise here
         if outcome is _REWRITTEN:
@@ -374,6 +387,19 @@ class StreamSanitizer:
         if not self._carry.released and shows_nothing(chunk):
             self._head.quiet(encoded)  # the head gate decides whether it must wait
         out.append(encoded)
+
+    def _draw_lane(self, chunk: dict[str, Any], choices: object) -> None:
+        """A chunk of one choice was dropped while a call of that choice waits for complete
+        arguments (its header, or one of its fragments): its later fragments may take the
+        lane (`lane.py`). Asked on the hot path's events only (`framed`: their bytes are
+        one `data:` line), where the lane is looked for."""
+        if type(choices) is not list or len(choices) != 1 or type(choices[0]) is not dict:
+            return
+        held = self._choices.held_call(choices[0].get("index"))
+        lane = self._lane
+        if held is None or (lane is not None and (lane.calls, lane.index) == held):
+            return
+        self._lane = FragmentLane.draw(chunk, choices[0], *held)
 
     def _chunk(self, chunk: dict[str, Any]) -> Outcome:
         """Rewrites a parsed chunk in place."""

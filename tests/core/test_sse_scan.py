@@ -175,6 +175,9 @@ PIECES = [
     b":",
     b" ",
     b'""',
+    # long enough to carry the others across the compiled walk's 16-byte blocks
+    b'"system_fingerprint":"fp_bench","logprobs":null,',
+    b"x" * 13,
 ]
 
 

@@ -5,6 +5,7 @@ left unchanged. Each test is a case where a shortcut taken wrongly changes what 
 from __future__ import annotations
 
 from typing import Any
+from unittest import mock
 
 from helpers import (
     Setup,
@@ -27,7 +28,10 @@ from helpers import (
     tool_deltas,
     tool_msg,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from proxy.chat.calls import ChoiceCalls
 from proxy.core.notes import DeltaRepaired
 
 NATIVE = "call_Ab3De5Gh7Jk9Lm1No3Pq5Rs"
@@ -162,3 +166,126 @@ def test_an_unchanged_read_leaves_as_the_bytes_that_arrived() -> None:
     data = sse(role(), text("a"), text("b"), done=False)
     core = Setup(body=request(tools=[{"type": "function", "function": {"name": "f"}}])).core()
     assert b"".join(core.feed(data)) == data
+
+
+# -- a held call's fragments taken from their bytes (proxy/chat/lane.py) ----------------------
+
+HELD_ID = "functions.read_file:0"
+# The kimi dialect sends the answered call upstream as `functions.read_file:0`: a call under
+# that raw id may be its replay, so it is held until its arguments are complete.
+HELD_BODY = request(
+    [
+        {"role": "user", "content": "hi"},
+        assistant(hcall(NATIVE, "read_file", ARGS)),
+        tool_msg(NATIVE),
+    ],
+    model="kimi-k2",
+)
+PIECES = st.sampled_from(
+    ['{"path":', '"a.py"}', '"b.py"', "}", "]", " ", "\n", '"é', '\\"', "{", "[", "1", "", ARGS]
+)
+
+
+def _fragment_event(piece: str, shape: str) -> dict[str, Any]:
+    event = calls(frag(0, piece))
+    if shape == "usage":
+        event["usage"] = {"prompt_tokens": 1}
+    elif shape == "null usage":
+        event["usage"] = None
+    elif shape == "logprobs":
+        event["choices"][0]["logprobs"] = {"content": []}
+    elif shape == "finish":
+        event["choices"][0]["finish_reason"] = "tool_calls"
+    elif shape == "other index":
+        event = calls(frag(1, piece))
+    elif shape == "typed":
+        event = calls(tool(index=0, type="function", function={"arguments": piece}))
+    elif shape == "named":
+        event = calls(tool(index=0, function={"name": "read_file", "arguments": piece}))
+    elif shape == "other envelope":
+        event["id"] = "chatcmpl-2"
+    return event
+
+
+SHAPES = st.sampled_from(
+    ["plain"] * 6
+    + ["usage", "null usage", "logprobs", "finish", "other index", "typed", "named"]
+    + ["other envelope"]
+)
+
+
+def _without_lane() -> Any:
+    return mock.patch("proxy.chat.stream.FragmentLane.draw", lambda *args: None)
+
+
+def _outcome(data: bytes, reads: list[bytes]) -> tuple[bytes, list[Any], Any, bool]:
+    core = Setup(body=HELD_BODY, dialect="kimi").core()
+    out = b"".join(piece for read in reads for piece in core.feed(read))
+    out += b"".join(core.end())
+    return out, core.notes, core.followup, core.error is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(st.tuples(PIECES, SHAPES), max_size=8),
+    header_args=st.sampled_from(["", "{", ARGS]),
+    by_event=st.booleans(),
+)
+def test_the_lane_sends_and_decides_what_the_general_path_does(
+    pieces: list[tuple[str, str]], header_args: str, by_event: bool
+) -> None:
+    events = [
+        role(),
+        text("a"),
+        calls(header(0, HELD_ID, "read_file", header_args)),
+        *(_fragment_event(piece, shape) for piece, shape in pieces),
+        finish(),
+    ]
+    data = sse(*events)
+    reads = [sse(event, done=False) for event in events] + [b"data: [DONE]\n\n"]
+    chosen = reads if by_event else [data]
+    with _without_lane():
+        expected = _outcome(data, chosen)
+    assert _outcome(data, chosen) == expected
+
+
+def test_the_lane_takes_a_held_calls_fragments_and_leaves_the_completing_one() -> None:
+    taken: list[str] = []
+    held_fragment = ChoiceCalls.held_fragment
+
+    def spy(self: ChoiceCalls, index: int, fragment: str) -> bool:
+        took = held_fragment(self, index, fragment)
+        if took:
+            taken.append(fragment)
+        return took
+
+    data = sse(
+        role(),
+        text("a"),
+        calls(header(0, HELD_ID, "read_file")),
+        calls(frag(0, '{"path":')),
+        calls(frag(0, '"b.py"')),
+        calls(frag(0, "}")),
+        finish(),
+    )
+    with mock.patch.object(ChoiceCalls, "held_fragment", spy):
+        out, notes, _, _ = _outcome(data, [data])
+    assert taken == ['{"path":', '"b.py"']
+    assert call_summary(parse_sse(out)) == [(minted(2, 0), "read_file", '{"path":"b.py"}')]
+    with _without_lane():
+        assert _outcome(data, [data])[:2] == (out, notes)
+
+
+def test_a_fragment_that_may_be_a_final_flush_is_not_taken() -> None:
+    # `1` then `12`: no bracket ever opened, so `12` is a flush of `1` (complete JSON that
+    # starts with the arguments); the lane must leave it to the general path.
+    data = sse(
+        calls(header(0, HELD_ID, "read_file")),
+        calls(frag(0, "1")),
+        calls(frag(0, "12")),
+        finish(),
+    )
+    with _without_lane():
+        expected = _outcome(data, [data])
+    assert _outcome(data, [data]) == expected
+    assert "arguments_flush" in kinds(expected[1])

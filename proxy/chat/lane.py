@@ -1,0 +1,88 @@
+"""Argument fragments of a held call, taken from their bytes (SPEC §2.4, §4).
+
+A call whose raw id may repeat an answered call waits, unseen by the client, until its
+arguments are complete; until then each of its fragments only grows its arguments, and the
+general path parses the chunk, routes the fragment and drops the chunk: about 55K
+instructions an event under callgrind (bench.inprocess --stream-toolcall), for nothing the
+client sees. Upstreams write every fragment of a call in one shape, only the arguments string
+changing:
+
+    {<envelope>,"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":
+    {"arguments":"..."}}]},"logprobs":null,"finish_reason":null}]}
+
+A `FragmentLane` is that chunk, drawn from a chunk of the call that the general path just
+dropped (its envelope and its choice's keys as they came), serialized with the arguments cut
+out: its head and tail. An event that is exactly the head, one JSON string and the tail is
+that chunk with that string (the grammar leaves nothing else for it to be), which the general
+path would drop after appending the string to the call: the lane does the appending, when
+`ChoiceCalls.held_fragment` says the string can neither complete the call nor be a final
+flush. Anything else (another shape, another index, a usage key, a string that may complete
+the call) takes the general path. The tests hold the lane to the general path's output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from proxy.chat.calls import ChoiceCalls
+
+# Stands for the arguments in the drawn chunk; found in its serialization once, exactly.
+_MARKER = "arguments cut here"
+_MARKER_JSON = orjson.dumps(_MARKER)
+
+
+class FragmentLane:
+    __slots__ = ("_head", "_tail", "calls", "index")
+
+    def __init__(self, head: bytes, tail: bytes, calls: ChoiceCalls, index: int):
+        self._head = head
+        self._tail = tail
+        self.calls = calls
+        self.index = index  # the upstream index of the held call's deltas
+
+    @classmethod
+    def draw(
+        cls, chunk: dict[str, Any], choice: dict[str, Any], calls: ChoiceCalls, index: int
+    ) -> FragmentLane | None:
+        """The lane for fragments at upstream `index` of `calls`, in the shape of `chunk`,
+        whose one choice was `choice` (both as the general path left them: only `choices`
+        and the choice's delta changed). None when the general path would not drop such a
+        chunk: usage (a usage chunk is sent), a finish, logprobs (kept with the choice)."""
+        if (
+            chunk.get("usage")
+            or "delta" not in choice
+            or type(choice.get("index")) is not int
+            or choice.get("finish_reason") is not None
+            or choice.get("logprobs")
+        ):
+            return None
+        # copies in place of comprehensions: the keys keep their order
+        shaped = dict(choice)
+        shaped["delta"] = {"tool_calls": [{"index": index, "function": {"arguments": _MARKER}}]}
+        template = dict(chunk)
+        template["choices"] = [shaped]
+        try:
+            text = orjson.dumps(template)
+        except orjson.JSONEncodeError:  # nested past orjson's depth: no lane
+            return None
+        at = text.find(_MARKER_JSON)
+        if at < 0 or text.find(_MARKER_JSON, at + 1) >= 0:
+            return None  # the marker's text occurs elsewhere too: no exact cut
+        return cls(b"data: " + text[:at], text[at + len(_MARKER_JSON) :] + b"\n\n", calls, index)
+
+    def take(self, data: bytes, start: int, end: int) -> bool:
+        """Take the event `data[start:end]` (it ends with its blank line) when it is the
+        lane's chunk with a fragment `held_fragment` accepts; False: nothing was done."""
+        head = self._head
+        tail = self._tail
+        cut = start + len(head)
+        stop = end - len(tail)
+        if stop < cut or not data.startswith(head, start) or not data.endswith(tail, cut, end):
+            return False
+        try:
+            fragment = orjson.loads(data[cut:stop])
+        except orjson.JSONDecodeError:
+            return False
+        return type(fragment) is str and self.calls.held_fragment(self.index, fragment)
