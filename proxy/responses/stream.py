@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from proxy.anthropic.framing import Event, EventReader
 from proxy.core.decide import ResponseIds
 from proxy.core.guard import Replay
 from proxy.core.notes import DeltaRepaired, Note
@@ -29,8 +30,9 @@ from proxy.errors import ReplayLoopDetected
 from proxy.responses.calls import CallItem, is_call_event, is_call_item
 from proxy.responses.carry import ResponseCarry, key_of
 from proxy.responses.decide import decide_call, may_decide, replays_only
+from proxy.responses.lane import TEXT_DELTA, TextLane
 from proxy.responses.textcalls import TEXT_EVENTS, MessageTextCalls
-from proxy.sse import SSEDecoder, SSEEvent, encode_comment, encode_event
+from proxy.sse import encode_comment, encode_event
 
 
 class StreamPhase(Enum):
@@ -69,7 +71,8 @@ class ResponsesStream:
         self.error: ReplayLoopDetected | None = None
         self.non_json_events = 0
         self.phase = StreamPhase.STREAMING
-        self._decoder = SSEDecoder()
+        # OpenAI-style upstreams send `event:` + `data:` events, split without a step per line.
+        self._reader = EventReader()
         self._first_round = carry.rounds == 0
         carry.rounds += 1
         self._calls: dict[object, CallItem] = {}  # by the upstream's output_index
@@ -81,6 +84,9 @@ class ResponsesStream:
         self._replayed: list[dict[str, Any]] = []
         self._upstream_output: list[Any] = []
         self._upstream_error = False  # the upstream sent an `error` event
+        # The open text part's plain deltas, taken from their bytes (lane.py); None after
+        # any event the general path reads, which may change what the lane relies on.
+        self._lane: TextLane | None = None
         offered = ids.facts.offered_tools
         self._text_calls = (
             MessageTextCalls(offered, self.notes, self._recovered)
@@ -103,20 +109,23 @@ class ResponsesStream:
     def feed(self, data: bytes) -> list[bytes]:
         if self.phase is not StreamPhase.STREAMING:
             return []
-        return self._handle(self._decoder.feed(data))
+        return self._handle(self._reader.feed(data))
 
     def end(self) -> list[bytes]:
         """The upstream body ended cleanly: complete what it left unfinished."""
         if self.phase is not StreamPhase.STREAMING:
             return []
-        out = self._handle(self._decoder.end())
+        out = self._handle(self._reader.end())
         if self.phase is StreamPhase.STREAMING and self._upstream_error:
             # The upstream said what went wrong and stopped: not a response to complete.
             self._finish_items(out)
             self.carry.release(out)
             self._go(StreamPhase.DONE)
         elif self.phase is StreamPhase.STREAMING:
-            self._guarded(self._completed, {"type": "response.completed"}, out)
+            try:
+                self._completed({"type": "response.completed"}, out)
+            except ReplayLoopDetected as exc:
+                self._broken(exc)
         return out
 
     @property
@@ -130,49 +139,51 @@ class ResponsesStream:
 
     # -- events --------------------------------------------------------------------------------
 
-    def _handle(self, events: list[SSEEvent]) -> list[bytes]:
+    def _handle(self, events: list[Event]) -> list[bytes]:
         out: list[bytes] = []
-        for event in events:
-            if self.phase is not StreamPhase.STREAMING:
-                break
-            self._event(event, out)
+        carry = self.carry
+        # One try for all of a read's events, not one per event: the breaker's exception
+        # leaves the loop at the event that raised it, as a check after each event would.
+        try:
+            for data, other in events:
+                lane = self._lane
+                if lane is not None and data is not None and lane.take(data, carry, out):
+                    continue
+                self._lane = None
+                self._event(data, other, out)
+                if self.phase is not StreamPhase.STREAMING:
+                    break
+        except ReplayLoopDetected as exc:
+            self._broken(exc)
         return out
 
-    def _event(self, event: SSEEvent, out: list[bytes]) -> None:
-        data = event.data
+    def _event(self, data: bytes | None, other: tuple[bytes, ...], out: list[bytes]) -> None:
         if data is None:
-            out.append(encode_event(None, event.other))  # comments and keep-alives
+            out.append(encode_event(None, other))  # comments and keep-alives
             return
-        if event.is_done:
+        if data.strip() == b"[DONE]":
             return  # not part of the Responses grammar: the body's end completes the round
         try:
             parsed = orjson.loads(data)
         except orjson.JSONDecodeError:
             self.non_json_events += 1
             self.notes.append(DeltaRepaired(kind="non_json_data"))
-            out.append(encode_comment(data, event.other))
+            out.append(encode_comment(data, other))
             return
         if not isinstance(parsed, dict):
-            out.append(encode_event(data, event.other))
+            out.append(encode_event(data, other))
             return
         if "type" not in parsed:
             # Some relays name the event only in its `event:` line.
-            named = next((line[6:].strip() for line in event.other if line[:6] == b"event:"), b"")
+            named = next((line[6:].strip() for line in other if line[:6] == b"event:"), b"")
             if named:
                 parsed["type"] = named.decode("utf-8", "replace")
-        self._guarded(self._dispatch, parsed, out)
+        self._dispatch(parsed, out)
 
-    def _guarded(
-        self,
-        step: Callable[[dict[str, Any], list[bytes]], None],
-        event: dict[str, Any],
-        out: list[bytes],
-    ) -> None:
-        try:
-            step(event, out)
-        except ReplayLoopDetected as exc:
-            self.error = exc
-            self._go(StreamPhase.FAILED)
+    def _broken(self, exc: ReplayLoopDetected) -> None:
+        """The breaker (SPEC §5): nothing more is sent."""
+        self.error = exc
+        self._go(StreamPhase.FAILED)
 
     def _dispatch(self, event: dict[str, Any], out: list[bytes]) -> None:
         kind = event.get("type")
@@ -229,6 +240,7 @@ class ResponsesStream:
     def _item_event(self, event: dict[str, Any], out: list[bytes]) -> None:
         upstream = upstream_index(event)
         kind = event.get("type")
+        parsed = dict(event) if kind == TEXT_DELTA else None  # as it came, for a lane
         events = [event]
         if self._text_calls is not None and kind in TEXT_EVENTS:
             events = self._text_calls.rewrite(upstream, event)
@@ -243,6 +255,23 @@ class ResponsesStream:
                 self._texts.setdefault((upstream, part), []).append(delta)
             each["output_index"] = index
             self.carry.emit(each, out)
+        if parsed is not None and len(events) == 1:
+            self._lane = self._text_lane(upstream, parsed, events[0])
+
+    def _text_lane(
+        self, upstream: object, parsed: dict[str, Any], client: dict[str, Any]
+    ) -> TextLane | None:
+        """A lane for the text deltas that follow one the general path wrote as `client`."""
+        if not TextLane.fits(parsed, client):
+            return None
+        texts = self._texts[(upstream, key_of(client.get("content_index")))]
+        if self._text_calls is None:
+            return TextLane(parsed, client, None, (texts,))
+        part = self._text_calls.part(upstream, client)
+        if part is None:
+            return None
+        scanner, released = part
+        return TextLane(parsed, client, scanner, (texts, released))
 
     def _item_done(self, event: dict[str, Any], out: list[bytes]) -> None:
         item = event.get("item")

@@ -76,6 +76,17 @@ class MessageTextCalls:
         if calls:
             self._recovered(upstream, calls, out)
 
+    def part(
+        self, upstream: object, event: dict[str, Any]
+    ) -> tuple[TextCallScanner, list[str]] | None:
+        """The scanner of a text event's part and the text it released so far, while it
+        holds nothing back (None: it holds some, or the part has none yet)."""
+        key = (upstream, key_of(event.get("content_index")))
+        scanner, texts = self._scanners.get(key), self._texts.get(key)
+        if scanner is None or texts is None or scanner.holding:
+            return None
+        return scanner, texts
+
     def _scanner(self, key: tuple[object, object]) -> TextCallScanner:
         scanner = self._scanners.get(key)
         if scanner is None:

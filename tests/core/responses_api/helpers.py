@@ -184,6 +184,21 @@ class Upstream:
     def body(self) -> bytes:
         return b"".join(self.events)
 
+    def numbered(self) -> bytes:
+        """The body with sequence numbers as a real upstream writes them: 0, 1, 2, ..."""
+        return b"".join(self.numbered_events())
+
+    def numbered_events(self) -> list[bytes]:
+        """The events numbered 0, 1, 2, ... (each event's `sequence_number` rewritten in
+        place, so its keys keep their order)."""
+        out = []
+        for n, data in enumerate(self.events):
+            head, _, rest = data.partition(b"data: ")
+            obj = orjson.loads(rest)
+            obj["sequence_number"] = n
+            out.append(head + b"data: " + orjson.dumps(obj) + b"\n\n")
+        return out
+
 
 def request(*items: dict[str, Any], model: str = "m", **extra: Any) -> dict[str, Any]:
     return {"model": model, "input": [USER, *items], "tools": TOOLS, "stream": True, **extra}

@@ -1,0 +1,77 @@
+"""Instructions per OpenAI Responses stream in the sans-IO core alone (`ResponsesExchange`).
+
+The stream Codex CLI and the Agents SDK get on a long answer: `response.created`,
+`response.in_progress`, one message (`output_item.added`, `content_part.added`, 200
+`output_text.delta` events, the `.done` events), `response.completed`, numbered 0, 1, 2, ...
+as a real upstream numbers them (built with the Responses test builders), for a request that
+offers tools, so text goes through the leaked-markup scanner; fed in 16 KiB reads. `--call`
+ends the message in a function call whose Kimi-style id (`functions.bash:0`) the proxy
+rewrites. Counted under callgrind at N and 3N streams (after the same warm-up), differenced.
+
+    python -m bench.responses_core [--call] [--streams N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import orjson
+
+from bench.inprocess import per_unit
+from proxy.chat.exchange import RouteRules
+from proxy.responses.exchange import ResponsesExchange
+
+WARMUP = 20
+READ_BYTES = 16 * 1024
+_BUILDERS = Path(__file__).resolve().parent.parent / "tests" / "core"
+
+
+def _stream(call: bool) -> tuple[dict[str, object], list[bytes]]:
+    sys.path.insert(0, str(_BUILDERS))
+    # The tests' own builders (tests/ is not a package of the project).
+    from responses_api.helpers import Upstream, request  # type: ignore[import-not-found]
+
+    upstream = Upstream().created().message(*(f"word{i} " for i in range(200)))
+    if call:
+        upstream.call("functions.bash:0")
+    body = upstream.completed().numbered()
+    reads = [body[i : i + READ_BYTES] for i in range(0, len(body), READ_BYTES)]
+    return request(), reads
+
+
+def run(streams: int, call: bool) -> None:
+    body, reads = _stream(call)
+    raw, rules = orjson.dumps(body), RouteRules()
+    for _ in range(WARMUP + streams):
+        exchange = ResponsesExchange(body, raw, rules)
+        exchange.begin_round(stream=True)
+        for read in reads:
+            exchange.feed(read)
+        if exchange.phase.name == "RECEIVING":
+            exchange.end()
+
+
+def instructions(streams: int, call: bool) -> int:
+    flag = ["--call"] if call else []
+    return per_unit(lambda n: ["bench.responses_core", *flag, "--run", str(n)], streams)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.responses_core", description=__doc__)
+    parser.add_argument("--streams", type=int, default=50)
+    parser.add_argument("--call", action="store_true", help="end in a rewritten function call")
+    parser.add_argument("--run", type=int, help=argparse.SUPPRESS)  # the counted process
+    args = parser.parse_args(argv)
+    if args.run is not None:
+        run(args.run, args.call)
+        return 0
+    count = instructions(args.streams, args.call)
+    what = "ending in a rewritten call" if args.call else "core only"
+    print(f"instructions per 200-delta Responses stream, {what}: {count:,}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

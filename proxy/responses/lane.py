@@ -1,0 +1,227 @@
+"""Plain text deltas of one content part, taken from their bytes (SPEC §8: text passes
+unchanged but for its numbers).
+
+Nearly all of a long answer is `response.output_text.delta` events of one content part, each
+the same JSON object but for its `delta`, its `sequence_number` and (OpenAI) its
+`obfuscation`. Once the general path has parsed and written one such event, a `TextLane`
+holds that event as the proxy's serializer writes it, cut around those three values (its
+*pieces*), both as the upstream's bytes would spell it and as the client got it (another
+`output_index` or `item_id` in a follow-up round or after a renamed item). An event whose
+bytes are the upstream pieces around a plain text (valid UTF-8 without quotes, backslashes or
+control characters: JSON writes it as it is), a JSON integer and plain strings is that object
+with those values, so the general path would write the client's pieces around the same
+values and the next sequence number, record the same text and feed the same scanner: the
+lane does that without parsing (`take`; the tests hold it to the general path).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from proxy.core.textcalls import TextCallScanner
+from proxy.jsontext import dumps
+from proxy.responses.carry import ResponseCarry
+
+TEXT_DELTA = "response.output_text.delta"
+_HEAD = b"event: response.output_text.delta\ndata: "
+_SEQ, _TEXT, _COPY = range(3)
+# The values that differ from one delta of a part to the next; every other value is fixed.
+_HOLES = {"sequence_number": _SEQ, "delta": _TEXT, "obfuscation": _COPY}
+# What a JSON string's text may not hold as it is (a quote ends it, a backslash escapes).
+_NOT_PLAIN = re.compile(rb'["\\\x00-\x1f]')
+_MAX_DIGITS = 18  # any such integer parses as one (orjson reads past 64 bits as a float)
+
+
+class TextLane:
+    """The text deltas of one content part that the general path would pass unchanged.
+
+    The event is held as its bytes split on quotes, with the holes' values emptied: a
+    string's value is a piece of its own (a plain value holds no quote), the sequence
+    number sits in the piece between its key's closing quote and the next key's opening
+    one (`:5,`). A delta's bytes split the same way are that event with other values in the
+    holes when, holes emptied, the two lists are equal: one comparison for the whole event.
+    """
+
+    __slots__ = (
+        "_around",
+        "_blank",
+        "_client",
+        "_client_holes",
+        "_copies",
+        "_count",
+        "_holes",
+        "_same",
+        "_scanner",
+        "_seq_at",
+        "_seq_first",
+        "_seq_forms",
+        "_text_at",
+        "_texts",
+    )
+
+    def __init__(
+        self,
+        upstream: dict[str, Any],
+        client: dict[str, Any],
+        scanner: TextCallScanner | None,
+        texts: tuple[list[str], ...],
+    ) -> None:
+        self._blank, holes, seq_tail = _split(upstream)
+        self._client, self._client_holes, client_tail = _split(client)
+        self._same = self._client == self._blank
+        self._count = len(self._blank)
+        kinds = [_HOLES[key] for key in upstream if key in _HOLES]
+        self._holes = holes
+        self._seq_at = holes[kinds.index(_SEQ)]
+        self._text_at = holes[kinds.index(_TEXT)]
+        self._copies = tuple(at for at, kind in zip(holes, kinds, strict=True) if kind == _COPY)
+        # The sequence number's piece as the upstream and the client have it: `:%d` and what
+        # follows the number up to the next quote.
+        self._seq_forms = (b":%d" + seq_tail.replace(b"%", b"%%"), seq_tail, client_tail)
+        # Without other values than the text and the number: the event's bytes before and
+        # after its text when it is numbered as the client's next (`%d` where the number is).
+        self._seq_first = self._seq_at < self._text_at
+        self._around = None if self._copies else self._around_text()
+        # The part's scanner (None: text is not scanned) and every list its text goes into.
+        self._scanner = scanner
+        self._texts = texts
+
+    @staticmethod
+    def fits(upstream: dict[str, Any], client: dict[str, Any]) -> bool:
+        """Can deltas like this one (as parsed, and as written) be taken from their bytes?"""
+        seq, copy = upstream.get("sequence_number"), upstream.get("obfuscation", "")
+        return (
+            list(upstream) == list(client)
+            and type(seq) is int
+            and isinstance(upstream.get("delta"), str)
+            and isinstance(copy, str)
+            and client.get("type") == TEXT_DELTA
+        )
+
+    def take(self, data: bytes, carry: ResponseCarry, out: list[bytes]) -> bool:
+        """Write the event whose data this is if it is one of this part's plain deltas;
+        False (nothing done) when the general path must decide."""
+        around = self._around
+        if around is not None:
+            # The usual delta: the event around its text, numbered as the client's next.
+            before, after = around
+            if self._seq_first:
+                before %= carry.seq
+            else:
+                after %= carry.seq
+            if data.startswith(before) and data.endswith(after):
+                text = data[len(before) : len(data) - len(after)]
+                return self._send(text, data, self._same, carry, out)
+        parts = data.split(b'"')
+        if len(parts) != self._count:
+            return False
+        text_at, seq_at = self._text_at, self._seq_at
+        text, seq = parts[text_at], parts[seq_at]
+        parts[text_at] = parts[seq_at] = b""
+        if self._copies and not _copied(parts, self._copies):
+            return False
+        if parts != self._blank:
+            return False
+        number = self._seq_forms[0] % carry.seq
+        if seq != number and not self._is_number(seq):
+            return False
+        return self._send(text, data, self._same and seq == number, carry, out)
+
+    def _send(
+        self, raw: bytes, data: bytes, as_came: bool, carry: ResponseCarry, out: list[bytes]
+    ) -> bool:
+        """The delta of this text (its bytes between the quotes), if the text is plain and
+        the scanner passes it whole, as the general path would write it."""
+        if not raw or _NOT_PLAIN.search(raw) is not None:
+            return False  # an empty delta: the scanner's path drops it
+        try:
+            text = raw.decode()
+        except UnicodeDecodeError:
+            return False
+        scanner = self._scanner
+        if scanner is not None and not scanner.passes(text):
+            return False
+        for texts in self._texts:
+            texts.append(text)
+        # The carry released the response's head with the event that opened the lane: a
+        # delta goes out at once, as the general path's `emit` would send it.
+        if as_came:
+            out += (_HEAD, data, b"\n\n")
+        else:
+            out.append(_HEAD + self._client_bytes(data, carry.seq) + b"\n\n")
+        carry.seq += 1
+        return True
+
+    def _around_text(self) -> tuple[bytes, bytes]:
+        filled = [part.replace(b"%", b"%%") for part in self._blank]
+        filled[self._seq_at] = self._seq_forms[0]
+        at = self._text_at
+        before = b'"'.join(filled[:at]) + b'"'
+        after = b'"' + b'"'.join(filled[at + 1 :])
+        return (before, after % ()) if self._seq_first else (before % (), after)
+
+    def _is_number(self, piece: bytes) -> bool:
+        """Is the sequence number's piece a JSON integer the parse reads as one?"""
+        tail = self._seq_forms[1]
+        digits = piece[1 : len(piece) - len(tail)]
+        return (
+            piece[:1] == b":"
+            and piece.endswith(tail)
+            and digits.isdigit()
+            and len(digits) <= _MAX_DIGITS
+            and (digits[:1] != b"0" or digits == b"0")
+        )
+
+    def _client_bytes(self, data: bytes, seq: int) -> bytes:
+        """The client's event: its own pieces, these values, the client's number."""
+        parts = data.split(b'"')
+        filled = list(self._client)
+        for at, client_at in zip(self._holes, self._client_holes, strict=True):
+            filled[client_at] = parts[at]
+        client_seq_at = self._client_holes[self._holes.index(self._seq_at)]
+        filled[client_seq_at] = b":%d" % seq + self._seq_forms[2]
+        return b'"'.join(filled)
+
+
+def _split(event: dict[str, Any]) -> tuple[list[bytes], list[int], bytes]:
+    """The event as `dumps` writes it, split on quotes with its holes' values emptied; where
+    each hole's value is (in key order); and what follows the sequence number in its piece."""
+    written = b"{"
+    holes = []
+    for n, (key, value) in enumerate(event.items()):
+        written += (b"," if n else b"") + dumps(key) + b":"
+        kind = _HOLES.get(key)
+        if kind is None:
+            written += dumps(value)
+        elif kind == _SEQ:  # in the piece that begins after its key's closing quote
+            holes.append(written.count(b'"'))
+        else:  # the piece between its quotes
+            holes.append(written.count(b'"') + 1)
+            written += b'""'
+    parts = (written + b"}").split(b'"')
+    seq_tail = b""
+    for at in holes:
+        if parts[at][:1] == b":":  # the sequence number's piece: `:`, then what follows it
+            seq_tail = parts[at][1:]
+        parts[at] = b""
+    return parts, holes, seq_tail
+
+
+def _copied(parts: list[bytes], copies: tuple[int, ...]) -> bool:
+    """Are the copied values plain strings (then emptied, as the lane's own are)?"""
+    for at in copies:
+        if _plain(parts[at]) is None:
+            return False
+        parts[at] = b""
+    return True
+
+
+def _plain(value: bytes) -> str | None:
+    """A string's bytes as its text, if JSON writes that text as these bytes."""
+    if _NOT_PLAIN.search(value) is not None:
+        return None
+    try:
+        return value.decode()
+    except UnicodeDecodeError:
+        return None
