@@ -6,7 +6,6 @@ after it."""
 from __future__ import annotations
 
 import gzip
-import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -17,8 +16,8 @@ import orjson
 import pytest
 
 from proxy import exchange_handler
-from proxy.observability import LOGGER
 from tests.e2e.conftest import ProxyFactory
+from tests.logcapture import proxy_records
 from tests.reliability.upstreams import (
     HOLD_LIMIT_S,
     JSON_HEADERS,
@@ -283,34 +282,26 @@ def test_reading_the_upstream_after_done_is_bounded(
         scripted({"/v1/chat/completions": held}) as (upstream, _),
         make_proxy(upstream=upstream.url + "/v1") as proxy,
     ):
-        # On the proxy's logger itself: its records need not propagate to the root.
-        lines: list[logging.LogRecord] = []
-        handler = logging.Handler(logging.INFO)
-        handler.emit = lines.append  # type: ignore[method-assign,assignment]
-        level = LOGGER.level
-        LOGGER.addHandler(handler)
-        LOGGER.setLevel(logging.INFO)
-        try:
-            served = metric(proxy, "toolcall_proxy_requests_total", status="200", stream="true")
-            sent = time.monotonic()
-            response = chat(proxy, "m", stream=True)
-            client_ms = (time.monotonic() - sent) * 1000
-            assert data_events(response.content)[-1] == b"[DONE]"
-            deadline = time.monotonic() + HOLD_LIMIT_S / 2
-            while (
-                metric(proxy, "toolcall_proxy_requests_total", status="200", stream="true")
-                == served
-            ):
-                assert time.monotonic() < deadline, "the proxy kept reading the upstream"
-            assert not release.is_set(), "counted while the upstream still holds its body"
-            [line] = [r for r in lines if r.getMessage() == "request"]
-            fields = line.fields  # type: ignore[attr-defined]
-            # The logged duration is the client's (up to the body's end), not the reading after.
-            assert fields["status"] == 200 and fields["duration_ms"] <= client_ms
-        finally:
-            release.set()
-            LOGGER.removeHandler(handler)
-            LOGGER.setLevel(level)
+        with proxy_records() as lines:
+            try:
+                served = metric(proxy, "toolcall_proxy_requests_total", status="200", stream="true")
+                sent = time.monotonic()
+                response = chat(proxy, "m", stream=True)
+                client_ms = (time.monotonic() - sent) * 1000
+                assert data_events(response.content)[-1] == b"[DONE]"
+                deadline = time.monotonic() + HOLD_LIMIT_S / 2
+                while (
+                    metric(proxy, "toolcall_proxy_requests_total", status="200", stream="true")
+                    == served
+                ):
+                    assert time.monotonic() < deadline, "the proxy kept reading the upstream"
+                assert not release.is_set(), "counted while the upstream still holds its body"
+                [line] = [r for r in lines if r.getMessage() == "request"]
+                fields = line.fields  # type: ignore[attr-defined]
+                # The logged duration is the client's (up to the body's end), not the reading after.
+                assert fields["status"] == 200 and fields["duration_ms"] <= client_ms
+            finally:
+                release.set()
         again = chat(proxy, "m", stream=True)
         assert reassemble_any(again.content)["content"] == "held"
 

@@ -16,8 +16,8 @@ import pytest
 from proxy.app import create_app
 from proxy.asgi import DISCONNECT_EXTENSION
 from proxy.config import Route, Settings
-from proxy.observability import LOGGER
 from proxy.simulator import SimulatorLog, create_simulator_app
+from tests.logcapture import proxy_records
 from tests.server.probe import Probe, connect, read_response, request
 from tests.servers import ServerThread, serving, wait_for
 
@@ -51,18 +51,9 @@ class _Watched:
 
 @pytest.fixture()
 def request_lines() -> Iterator[list[logging.LogRecord]]:
-    """The proxy's request log lines (on its logger: its records need not propagate)."""
-    lines: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.INFO)
-    handler.emit = lines.append  # type: ignore[method-assign,assignment]
-    level = LOGGER.level
-    LOGGER.addHandler(handler)
-    LOGGER.setLevel(logging.INFO)
-    try:
+    """The proxy's request log lines."""
+    with proxy_records() as lines:
         yield lines
-    finally:
-        LOGGER.removeHandler(handler)
-        LOGGER.setLevel(level)
 
 
 @pytest.mark.parametrize("http", ["lean", "httptools"])
