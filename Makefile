@@ -11,8 +11,10 @@ $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --upgrade pip
 
-# The C sources the editable install compiles in place (a change must rebuild them).
-NATIVE := proxy/chat/_sse_scan.c proxy/_chunked.c
+# The sources the editable install compiles in place (a change must rebuild them): the C
+# parts and the modules mypyc compiles (setup.py's COMPILED list, one quoted path a line).
+COMPILED := $(shell sed -n 's/^    "\(proxy\/.*\.py\)",$$/\1/p' setup.py)
+NATIVE := proxy/chat/_sse_scan.c proxy/_chunked.c $(COMPILED)
 
 # A first install says nothing unless it fails. setuptools reports how an editable install is
 # wired as a warning ("Editable installation ..."), which pip prints on every install; it is

@@ -27,6 +27,7 @@ from enum import Enum, auto
 from typing import Any
 
 import orjson
+from mypy_extensions import mypyc_attr
 
 from proxy.chat.calls import CallSlot
 from proxy.chat.choices import Choices
@@ -102,6 +103,11 @@ _REWRITTEN = Outcome.REWRITTEN
 _DROP = Outcome.DROP
 
 
+# The fragment lane (lane.py) on or off: tests turn it off to hold it to the general path. A
+# module attribute, since this module is compiled (setup.py): its methods call each other
+# directly, so a test that replaced one would not be seen, where this is read at each use.
+FRAGMENT_LANE = True
+
 # `data: [DONE]` read whole in a refused read: the event the decoder would have made of it.
 _DONE_READ = SSEEvent(b"[DONE]")
 
@@ -117,6 +123,8 @@ def _one_data_line(event: bytes) -> bool:
     )
 
 
+# mypyc compiles this module; an exception class of a built-in base stays a Python class.
+@mypyc_attr(native_class=False)
 class StreamStateError(RuntimeError):
     """A step the transition table does not list: a bug in the core."""
 
@@ -132,6 +140,7 @@ class StreamSanitizer:
         self.followup: FollowupNeeded | None = None
         self.error: ReplayLoopDetected | None = None
         self.non_json_events = 0
+        self.parsed_chunks = 0  # chunks the general path parsed (the rest left as they came)
         self.ignored_bytes = 0  # fed after the stream ended (see the module's docstring)
         self.phase = _STREAMING  # changed by _go() only
         self._decoder = SSEDecoder()
@@ -397,12 +406,17 @@ class StreamSanitizer:
             return
         held = self._choices.held_call(choices[0].get("index"))
         lane = self._lane
-        if held is None or (lane is not None and (lane.calls, lane.index) == held):
+        if (
+            not FRAGMENT_LANE
+            or held is None
+            or (lane is not None and (lane.calls, lane.index) == held)
+        ):
             return
         self._lane = FragmentLane.draw(chunk, choices[0], *held)
 
     def _chunk(self, chunk: dict[str, Any]) -> Outcome:
         """Rewrites a parsed chunk in place."""
+        self.parsed_chunks += 1
         round_ = self._round
         if round_.envelope is None and round_.take_envelope(chunk) and self._hot_allowed:
             self._hot = True

@@ -31,7 +31,8 @@ from helpers import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.chat.calls import ChoiceCalls
+from proxy.chat import stream
+from proxy.chat.stream import StreamSanitizer
 from proxy.core.notes import DeltaRepaired
 
 NATIVE = "call_Ab3De5Gh7Jk9Lm1No3Pq5Rs"
@@ -215,13 +216,19 @@ SHAPES = st.sampled_from(
 
 
 def _without_lane() -> Any:
-    return mock.patch("proxy.chat.stream.FragmentLane.draw", lambda *args: None)
+    # The switch, not a replaced method: the core is compiled, its calls go direct (setup.py).
+    return mock.patch.object(stream, "FRAGMENT_LANE", False)
 
 
-def _outcome(data: bytes, reads: list[bytes]) -> tuple[bytes, list[Any], Any, bool]:
+def _run(data: bytes, reads: list[bytes]) -> tuple[StreamSanitizer, bytes]:
     core = Setup(body=HELD_BODY, dialect="kimi").core()
     out = b"".join(piece for read in reads for piece in core.feed(read))
     out += b"".join(core.end())
+    return core, out
+
+
+def _outcome(data: bytes, reads: list[bytes]) -> tuple[bytes, list[Any], Any, bool]:
+    core, out = _run(data, reads)
     return out, core.notes, core.followup, core.error is None
 
 
@@ -250,15 +257,6 @@ def test_the_lane_sends_and_decides_what_the_general_path_does(
 
 
 def test_the_lane_takes_a_held_calls_fragments_and_leaves_the_completing_one() -> None:
-    taken: list[str] = []
-    held_fragment = ChoiceCalls.held_fragment
-
-    def spy(self: ChoiceCalls, index: int, fragment: str) -> bool:
-        took = held_fragment(self, index, fragment)
-        if took:
-            taken.append(fragment)
-        return took
-
     data = sse(
         role(),
         text("a"),
@@ -268,12 +266,16 @@ def test_the_lane_takes_a_held_calls_fragments_and_leaves_the_completing_one() -
         calls(frag(0, "}")),
         finish(),
     )
-    with mock.patch.object(ChoiceCalls, "held_fragment", spy):
-        out, notes, _, _ = _outcome(data, [data])
-    assert taken == ['{"path":', '"b.py"']
+    core, out = _run(data, [data])
+    # The two fragments that cannot complete the arguments; the closing one is parsed.
+    assert core._lane is not None and core._lane.taken == 2
     assert call_summary(parse_sse(out)) == [(minted(2, 0), "read_file", '{"path":"b.py"}')]
     with _without_lane():
-        assert _outcome(data, [data])[:2] == (out, notes)
+        general, general_out = _run(data, [data])
+        assert (general_out, general.notes) == (out, core.notes)
+        assert general._lane is None
+        # each fragment parsed: two more chunks than with the lane
+        assert general.parsed_chunks == core.parsed_chunks + 2
 
 
 def test_a_fragment_that_may_be_a_final_flush_is_not_taken() -> None:

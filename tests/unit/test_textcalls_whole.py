@@ -145,18 +145,10 @@ def event(delta: dict[str, Any], reason: str | None = None) -> bytes:
     return b"data: " + orjson.dumps(chunk) + b"\n\n"
 
 
-class CountingSanitizer(StreamSanitizer):
-    """Counts the chunks the core parsed (the rest left on the hot path as they came)."""
-
-    parsed = 0
-
-    def _chunk(self, chunk: dict[str, Any]) -> Any:
-        self.parsed += 1
-        return super()._chunk(chunk)
-
-
-def stream(events: list[bytes]) -> tuple[CountingSanitizer, list[dict[str, Any]]]:
-    core = CountingSanitizer(ids(), text_tool_calls=True)
+def stream(events: list[bytes]) -> tuple[StreamSanitizer, list[dict[str, Any]]]:
+    """The core (its `parsed_chunks`: the rest left on the hot path as they came) and the
+    client's chunks."""
+    core = StreamSanitizer(ids(), text_tool_calls=True)
     out: list[bytes] = []
     for data in events:  # one read per event, as a paced upstream sends them
         out += core.feed(data)
@@ -177,7 +169,7 @@ def test_stream_recovers_a_whole_message_call_after_reasoning() -> None:
         ("call_1_0_abcd", "read_file", {"path": "/x"})
     ]
     # Reasoning carries no content: it kept the hot path while the scanner waited for content.
-    assert core.parsed <= 2 + len(events) - 21
+    assert core.parsed_chunks <= 2 + len(events) - 21
 
 
 def test_stream_json_after_prose_stays_text_and_the_hot_path_resumes() -> None:
@@ -186,4 +178,4 @@ def test_stream_json_after_prose_stays_text_and_the_hot_path_resumes() -> None:
     core, out = stream([*events, event({}, "stop")])
     assert client_view(out) == ("Hello. " + CALL, [], "stop")
     # the role chunk, the first content (decides: not a whole-message call), the finish
-    assert core.parsed == 3
+    assert core.parsed_chunks == 3
