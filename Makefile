@@ -15,6 +15,9 @@ $(BIN)/python:
 # parts and the modules mypyc compiles (setup.py's COMPILED list, one quoted path a line).
 COMPILED := $(shell sed -n 's/^    "\(proxy\/.*\.py\)",$$/\1/p' setup.py)
 NATIVE := proxy/chat/_sse_scan.c proxy/_chunked.c $(COMPILED)
+# Each install compiles all of them again; a module taken off the list must not leave its
+# compiled file behind (Python would import it before the source).
+CLEAN_COMPILED := find proxy -name '*.so' -delete
 
 # A first install says nothing unless it fails. setuptools reports how an editable install is
 # wired as a warning ("Editable installation ..."), which pip prints on every install; it is
@@ -23,11 +26,13 @@ QUIET_BUILD := PYTHONWARNINGS="ignore:Editable installation"
 
 # Runtime dependencies only (what `make run` needs).
 $(VENV)/.runtime: pyproject.toml setup.py $(NATIVE) | $(BIN)/python
+	@$(CLEAN_COMPILED)
 	@$(QUIET_BUILD) $(BIN)/python -m pip install -q -e .
 	@touch $@
 
 # Runtime plus the dev extra (linters, test runners, client SDKs).
 $(VENV)/.dev: pyproject.toml setup.py $(NATIVE) | $(BIN)/python
+	@$(CLEAN_COMPILED)
 	@$(QUIET_BUILD) $(BIN)/python -m pip install -q -e '.[dev]'
 	@touch $(VENV)/.runtime $@
 

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.core.textcalls import Segment, TextCallScanner, markers
+from proxy.core.textcalls import scanner as scanner_module
 from proxy.core.textcalls.formats import MARKERS
 
 OFFERED = frozenset({"Bash", "grep"})
@@ -53,7 +54,7 @@ def test_every_marker_starts_with_a_character_the_shortcut_looks_for() -> None:
 @settings(max_examples=400, deadline=None)
 @given(pieces=PIECES)
 def test_the_shortcut_answers_each_feed_as_the_stages_do(pieces: list[str]) -> None:
-    with mock.patch("proxy.core.textcalls.may_open", lambda text: True):  # never taken
+    with mock.patch.object(scanner_module, "SHORTCUT", False):
         expected = fed(pieces)
     assert fed(pieces) == expected
 
@@ -62,7 +63,7 @@ def test_the_shortcut_answers_each_feed_as_the_stages_do(pieces: list[str]) -> N
 @given(pieces=PIECES)
 def test_text_that_passes_is_what_the_stages_release_whole(pieces: list[str]) -> None:
     """`passes` feeds a piece only when the stages would release it whole, and unchanged."""
-    with mock.patch("proxy.core.textcalls.may_open", lambda text: True):  # never taken
+    with mock.patch.object(scanner_module, "SHORTCUT", False):
         expected = fed(pieces)
     scanner = TextCallScanner(OFFERED)
     got = [
@@ -75,12 +76,21 @@ def test_text_that_passes_is_what_the_stages_release_whole(pieces: list[str]) ->
 def test_the_shortcut_is_taken_for_plain_text_after_the_first_character() -> None:
     scanner = TextCallScanner(OFFERED)
     assert scanner.feed("Hello") == ["Hello"] and not scanner.holding
-    unreached = AssertionError("the marker stage was reached")
-    with mock.patch.object(markers.MarkerScanner, "feed", side_effect=unreached):
-        assert scanner.feed(" world") == [" world"]
+    staged = scanner.staged
+    assert scanner.feed(" world") == [" world"]
+    assert scanner.staged == staged  # the stages were not reached
 
 
 def test_text_that_completes_a_held_marker_goes_through_the_stages() -> None:
     scanner = TextCallScanner(OFFERED)
     assert scanner.feed("see <tool") == ["see "] and scanner.holding
     assert scanner.feed("s here") == ["<tools here"]
+
+
+def test_the_switch_sends_plain_text_through_the_stages() -> None:
+    """The tests above compare with the shortcut off: off, it is really not taken."""
+    scanner = TextCallScanner(OFFERED)
+    with mock.patch.object(scanner_module, "SHORTCUT", False):
+        assert scanner.feed("Hello") == ["Hello"] and not scanner.holding
+        assert scanner.feed(" world") == [" world"]
+    assert scanner.staged == 2

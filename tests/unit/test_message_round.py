@@ -5,18 +5,20 @@ shortcut must send what `_act` sends and end the round the same way."""
 from __future__ import annotations
 
 import logging
-from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
 
 from proxy.client_writer import EventStreamWriter, MessageWriter
+from proxy.codecs import codec_for
+from proxy.config import Route
 from proxy.core.events import ExchangeEvent, Forward, UpstreamBroken
 from proxy.errors import ProxyError, UpstreamStreamError
-from proxy.exchange_handler import ExchangeHandler
+from proxy.exchange_handler import ExchangeHandler, ExchangeRequest
 from proxy.observability import LOGGER, Metrics, RequestLog
 from proxy.sse import SSEFramingError
+from proxy.upstream_call import UpstreamResponse
 from tests.unit.test_request_log import Records
 
 
@@ -33,8 +35,12 @@ class _Exchange:
         return list(self.events)
 
 
-class _Response:
-    """A body already read whole (or a stream that ends at once); released without an await."""
+class _Response(UpstreamResponse):
+    """A body already read whole (or a stream that ends at once); released without an await.
+    An UpstreamResponse, as the shell is compiled (setup.py) and checks its arguments' types."""
+
+    def __init__(self) -> None:
+        super().__init__(200, [])
 
     async def _body(self) -> bytes:
         return b'{"id":"x"}'
@@ -47,6 +53,15 @@ class _Response:
 
     def chunks(self, *, decoded: bool) -> Any:
         return _no_chunks()
+
+
+def _request(request_id: str = "req_1") -> ExchangeRequest:
+    codec = codec_for("POST", "/chat/completions")
+    assert codec is not None
+    log = RequestLog(request_id, "r", "POST", "/")
+    return ExchangeRequest(
+        codec, Route(name="r", upstream="http://127.0.0.1:9/v1"), "", [], request_id, log
+    )
 
 
 async def _no_chunks() -> Any:
@@ -62,7 +77,7 @@ async def _through(events: list[ExchangeEvent], *, shortcut: bool) -> tuple[obje
 
     handler = ExchangeHandler(httpx.AsyncClient(), Metrics())
     writer = MessageWriter(send, 200, [(b"x-request-id", b"req_1")])
-    req: Any = None  # neither way reads the request for these events
+    req = _request()  # neither way reads it for these events
     try:
         if shortcut:
             exchange: Any = _Exchange(events)
@@ -122,7 +137,7 @@ async def test_a_round_that_breaks_tells_the_client(
     LOGGER.addHandler(records)
     try:
         handler = ExchangeHandler(httpx.AsyncClient(), Metrics())
-        req: Any = SimpleNamespace(request_id="req_9", log=RequestLog("req_9", "r", "POST", "/"))
+        req = _request("req_9")
         exchange: Any = _Failing(error)
         response: Any = _Response()
         # A whole message: the error is raised for the app to answer with its status.
