@@ -37,13 +37,28 @@ _CHANGED = ChoiceChange.CHANGED
 _EMPTY = ChoiceChange.EMPTY
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class ChoiceState:
     index: int
     ids: ChoiceIds
     calls: ChoiceCalls | None = None  # from the choice's first tool call (most have none)
     finished: bool = False
     scanner: TextCallScanner | None = None  # only when text tool calls are recovered
+
+    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    def __init__(
+        self,
+        index: int,
+        ids: ChoiceIds,
+        calls: ChoiceCalls | None = None,
+        finished: bool = False,
+        scanner: TextCallScanner | None = None,
+    ) -> None:
+        self.index = index
+        self.ids = ids
+        self.calls = calls
+        self.finished = finished
+        self.scanner = scanner
 
 
 class Choices:

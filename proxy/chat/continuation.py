@@ -23,7 +23,7 @@ from proxy.jsontext import dumps
 from proxy.sse import encode_event
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Carry:
     """What a follow-up round inherits from the rounds before it (SPEC §5)."""
 
@@ -35,6 +35,23 @@ class Carry:
     # that show the user nothing (a first chunk with only `role`) wait here for the next one.
     head_pending: list[bytes] = field(default_factory=list)
     released: bool = False  # some bytes of this response were handed to the shell
+
+    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    def __init__(
+        self,
+        response_id: Any = None,
+        created: Any = None,
+        model: Any = None,
+        usage: dict[str, Any] | None = None,
+        head_pending: list[bytes] | None = None,
+        released: bool = False,
+    ) -> None:
+        self.response_id = response_id
+        self.created = created
+        self.model = model
+        self.usage = usage
+        self.head_pending = [] if head_pending is None else head_pending
+        self.released = released
 
 
 # Value objects: read-only by convention and hashed by value (unsafe_hash), not frozen: a
@@ -111,12 +128,17 @@ class RoundContent:
         return items
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class _Read:
     """A read of whole events, as RoundContent keeps it until its text is asked for."""
 
     data: bytes
     start: int = 0  # the kept events are data[start:]
+
+    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    def __init__(self, data: bytes, start: int = 0) -> None:
+        self.data = data
+        self.start = start
 
 
 class Continuation:

@@ -44,12 +44,21 @@ class IdTranslation:
     name: str
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class TranslatedRequest:
     body: dict[str, Any]
     facts: HistoryFacts
     changed: bool
     calls: list[LedgerCall]
+
+    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    def __init__(
+        self, body: dict[str, Any], facts: HistoryFacts, changed: bool, calls: list[LedgerCall]
+    ) -> None:
+        self.body = body
+        self.facts = facts
+        self.changed = changed
+        self.calls = calls
 
     @property
     def translations(self) -> list[IdTranslation]:

@@ -55,7 +55,7 @@ _REPLAY = Verdict.REPLAY
 # Value objects: read-only by convention and hashed by value (unsafe_hash), not frozen: a
 # frozen dataclass's __init__ sets each field through object.__setattr__, about twice the
 # cost of building one, and these are built per call, per note or per event.
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class Decision:
     verdict: Verdict
     client_id: str = ""
@@ -63,6 +63,15 @@ class Decision:
     # Why the client id differs from the raw id (None: kept verbatim); for a replay, which
     # form of its raw id matched (SPEC §5).
     reason: str | None = None
+
+    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    def __init__(
+        self, verdict: Verdict, client_id: str = "", index: int = -1, reason: str | None = None
+    ) -> None:
+        self.verdict = verdict
+        self.client_id = client_id
+        self.index = index
+        self.reason = reason
 
     def dropped(self, choice: int, name: str, raw_id: str | None) -> CallDropped:
         """The note for a call this decision withholds (a replay or a duplicate)."""
@@ -73,7 +82,7 @@ class Decision:
         return CallDropped(choice=choice, name=name, raw_id=raw_id, reason="duplicate_in_response")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class ChoiceIds:
     """Per choice: the random half of its minted ids' suffix and what it delivered."""
 
@@ -83,6 +92,19 @@ class ChoiceIds:
     # with the same raw id is complete (they may still be streaming when delivered)
     raw_calls: dict[str, list[CallLike]] = field(default_factory=dict)
     replays: list[Replay] = field(default_factory=list)
+
+    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    def __init__(
+        self,
+        hex4: str = "",
+        delivered: int = 0,
+        raw_calls: dict[str, list[CallLike]] | None = None,
+        replays: list[Replay] | None = None,
+    ) -> None:
+        self.hex4 = hex4
+        self.delivered = delivered
+        self.raw_calls = {} if raw_calls is None else raw_calls
+        self.replays = [] if replays is None else replays
 
 
 # finish_reasons that mean "the model stopped" after it delivered calls; "" is what some

@@ -21,12 +21,17 @@ from proxy.errors import ProxyError, ReplayLoopDetected
 # Value objects: read-only by convention and hashed by value (unsafe_hash), not frozen: a
 # frozen dataclass's __init__ sets each field through object.__setattr__, about twice the
 # cost of building one, and these are built per call, per note or per event.
-@dataclass(slots=True, kw_only=True, unsafe_hash=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True, init=False)
 class Forward:
     """Bytes that end the client's body (`last`), or a whole message's body."""
 
     data: bytes
     last: bool = False
+
+    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    def __init__(self, *, data: bytes, last: bool = False) -> None:
+        self.data = data
+        self.last = last
 
 
 @dataclass(slots=True, kw_only=True, unsafe_hash=True)

@@ -43,7 +43,7 @@ class Replay:
     form: str = field(default=FORM_UPSTREAM, compare=False)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class GuardState:
     """The breaker's memory for one client request."""
 
@@ -59,6 +59,23 @@ class GuardState:
     # under restarted counters every response's first call has the same one.
     synthetic_calls: set[Fingerprint] = field(default_factory=set)
     first_replay: Replay | None = None
+
+    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    def __init__(
+        self,
+        enabled: bool = True,
+        max_followups: int = 2,
+        entropy: Callable[[int], bytes] = os.urandom,
+        followups_done: int = 0,
+        synthetic_calls: set[Fingerprint] | None = None,
+        first_replay: Replay | None = None,
+    ) -> None:
+        self.enabled = enabled
+        self.max_followups = max_followups
+        self.entropy = entropy
+        self.followups_done = followups_done
+        self.synthetic_calls = set() if synthetic_calls is None else synthetic_calls
+        self.first_replay = first_replay
 
     def note_replay(self, replay: Replay, key: Fingerprint, seen_in_response: set[str]) -> None:
         """Record a replay, raising ReplayLoopDetected when it is one too many (SPEC §5)."""

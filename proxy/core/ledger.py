@@ -43,7 +43,7 @@ class ReplayMatch:
     client_id: str | None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class HistoryFacts:
     """What the response side must know about the request (no client data beyond ids).
 
@@ -65,6 +65,31 @@ class HistoryFacts:
     # upstream issued it) -> {fingerprint: client id}; a minted one's raw-id digest -> same.
     issued_ids: Mapping[str, Mapping[Fingerprint, str]] = field(default_factory=dict)
     issued_digests: Mapping[str, Mapping[Fingerprint, str]] = field(default_factory=dict)
+
+    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    def __init__(
+        self,
+        turn: int = 1,
+        client_ids: frozenset[str] = frozenset(),
+        answered: Mapping[str, Fingerprint] | None = None,
+        tool_call_count: int = 0,
+        dialect: str = "passthrough",
+        choices: int = 1,
+        offered_tools: frozenset[str] = frozenset(),
+        answered_client_ids: Mapping[str, str] | None = None,
+        issued_ids: Mapping[str, Mapping[Fingerprint, str]] | None = None,
+        issued_digests: Mapping[str, Mapping[Fingerprint, str]] | None = None,
+    ) -> None:
+        self.turn = turn
+        self.client_ids = client_ids
+        self.answered = {} if answered is None else answered
+        self.tool_call_count = tool_call_count
+        self.dialect = dialect
+        self.choices = choices
+        self.offered_tools = offered_tools
+        self.answered_client_ids = {} if answered_client_ids is None else answered_client_ids
+        self.issued_ids = {} if issued_ids is None else issued_ids
+        self.issued_digests = {} if issued_digests is None else issued_digests
 
     def may_be_replay(self, raw_id: str) -> bool:
         """Could a call under this raw id repeat an answered call (its arguments will tell)?"""
@@ -127,7 +152,7 @@ class _UpstreamIds:
         return upstream
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class LedgerCall:
     """One call of the history: the id the client holds, and the id the upstream gets."""
 
@@ -137,6 +162,23 @@ class LedgerCall:
     name: str
     arguments: Any  # a JSON string, or an object (Anthropic `input`)
     answered: bool = False
+
+    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    def __init__(
+        self,
+        turn: int,
+        client_id: str | None,
+        upstream_id: str,
+        name: str,
+        arguments: Any,
+        answered: bool = False,
+    ) -> None:
+        self.turn = turn
+        self.client_id = client_id
+        self.upstream_id = upstream_id
+        self.name = name
+        self.arguments = arguments
+        self.answered = answered
 
 
 class HistoryLedger:

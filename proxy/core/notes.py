@@ -8,7 +8,7 @@ from dataclasses import dataclass
 # Value objects: read-only by convention and hashed by value (unsafe_hash), not frozen: a
 # frozen dataclass's __init__ sets each field through object.__setattr__, about twice the
 # cost of building one, and these are built per call, per note or per event.
-@dataclass(slots=True, kw_only=True, unsafe_hash=True)
+@dataclass(slots=True, kw_only=True, unsafe_hash=True, init=False)
 class IdRewritten:
     choice: int
     index: int
@@ -17,8 +17,26 @@ class IdRewritten:
     client_id: str
     reason: str
 
+    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    def __init__(
+        self,
+        *,
+        choice: int,
+        index: int,
+        name: str,
+        raw_id: str | None,
+        client_id: str,
+        reason: str,
+    ) -> None:
+        self.choice = choice
+        self.index = index
+        self.name = name
+        self.raw_id = raw_id
+        self.client_id = client_id
+        self.reason = reason
 
-@dataclass(slots=True, kw_only=True, unsafe_hash=True)
+
+@dataclass(slots=True, kw_only=True, unsafe_hash=True, init=False)
 class CallDropped:
     """A call the client never sees: an in-response duplicate or a replay."""
 
@@ -29,11 +47,26 @@ class CallDropped:
     # For a replay, which form of SPEC §5 its raw id matched ("upstream id" or "issued id").
     matched: str = ""
 
+    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    def __init__(
+        self, *, choice: int, name: str, raw_id: str | None, reason: str, matched: str = ""
+    ) -> None:
+        self.choice = choice
+        self.name = name
+        self.raw_id = raw_id
+        self.reason = reason
+        self.matched = matched
 
-@dataclass(slots=True, kw_only=True, unsafe_hash=True)
+
+@dataclass(slots=True, kw_only=True, unsafe_hash=True, init=False)
 class DeltaRepaired:
     kind: str
     detail: str = ""
+
+    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    def __init__(self, *, kind: str, detail: str = "") -> None:
+        self.kind = kind
+        self.detail = detail
 
 
 Note = IdRewritten | CallDropped | DeltaRepaired
