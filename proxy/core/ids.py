@@ -162,5 +162,21 @@ def canonical_arguments(arguments: Any) -> str:
     return dumps(value, sort_keys=True).decode()
 
 
+# An agent re-sends its whole history every turn, so each request fingerprints every answered
+# call again (a parse and a sorted dump: about 5K instructions for a short call): the canonical
+# form of short argument texts is memoized like the ids above. Only short ones, so the cache
+# holds at most _ARGS_CACHE_SIZE x _ARGS_CACHE_CHARS characters (twice: text and form).
+_ARGS_CACHE_SIZE = 1024
+_ARGS_CACHE_CHARS = 2048
+
+
 def fingerprint(name: str, arguments: Any) -> tuple[str, str]:
+    """A history call's (name, canonical arguments): what SPEC §5 compares a replay with."""
+    if isinstance(arguments, str) and len(arguments) <= _ARGS_CACHE_CHARS:
+        return (name, _canonical_text(arguments))
     return (name, canonical_arguments(arguments))
+
+
+@functools.lru_cache(maxsize=_ARGS_CACHE_SIZE)
+def _canonical_text(arguments: str) -> str:
+    return canonical_arguments(arguments)
