@@ -21,7 +21,6 @@ from enum import Enum, auto
 import orjson
 
 _NOT_SPACE = re.compile(r"[^ \t\n\r]")  # JSON's whitespace is these four only
-_IN_STRING = re.compile(r'["\\]')  # inside a string only its end and escapes matter
 _STRUCTURE = re.compile(r'["\[\]{}]')  # outside strings only brackets and string starts do
 
 
@@ -92,18 +91,26 @@ class JsonCompleteness:
             self._escape = False
             pos += 1
         end = len(text)
+        # Inside a string, its end and escapes are found with str.find, not a regex search and
+        # a match object per hit. The quote's place is kept until the walk passes it, so a run
+        # of escapes does not look for it again each time (that would be quadratic).
+        quote = -2  # not looked for yet; -1: none in the rest of the text
         while pos < end:
             if self._in_string:
-                match = _IN_STRING.search(text, pos)
-                if match is None:
+                if quote != -1 and quote < pos:
+                    quote = text.find('"', pos)
+                slash = text.find("\\", pos, end if quote < 0 else quote)
+                if slash >= 0:  # an escape before the string's end: skip what it escapes
+                    pos = slash + 1
+                    if pos == end:
+                        self._escape = True  # the escaped character starts the next piece
+                    else:
+                        pos += 1
+                    continue
+                if quote < 0:
                     return
-                pos = match.end()
-                if match.group() == '"':
-                    self._in_string = False
-                elif pos == end:
-                    self._escape = True  # the escaped character starts the next piece
-                else:
-                    pos += 1
+                pos = quote + 1
+                self._in_string = False
                 continue
             match = _STRUCTURE.search(text, pos)
             if match is None:
