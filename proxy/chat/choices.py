@@ -41,11 +41,12 @@ _EMPTY = ChoiceChange.EMPTY
 class ChoiceState:
     index: int
     ids: ChoiceIds
-    calls: ChoiceCalls | None = None  # from the choice's first tool call (most have none)
-    finished: bool = False
-    scanner: TextCallScanner | None = None  # only when text tool calls are recovered
+    calls: ChoiceCalls | None  # from the choice's first tool call (most have none)
+    finished: bool
+    scanner: TextCallScanner | None  # only when text tool calls are recovered
 
-    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    # Written out (init=False), the defaults here only: mypyc compiles this one; the
+    # one dataclasses generates would stay Python.
     def __init__(
         self,
         index: int,

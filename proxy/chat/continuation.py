@@ -13,7 +13,7 @@ round's in `FollowupNeeded.carry`.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -27,16 +27,17 @@ from proxy.sse import encode_event
 class Carry:
     """What a follow-up round inherits from the rounds before it (SPEC §5)."""
 
-    response_id: Any = None
-    created: Any = None
-    model: Any = None
-    usage: dict[str, Any] | None = None
+    response_id: Any
+    created: Any
+    model: Any
+    usage: dict[str, Any] | None
     # SPEC §5: until a byte reaches the client a loop can still be a plain HTTP 422, so events
     # that show the user nothing (a first chunk with only `role`) wait here for the next one.
-    head_pending: list[bytes] = field(default_factory=list)
-    released: bool = False  # some bytes of this response were handed to the shell
+    head_pending: list[bytes]
+    released: bool  # some bytes of this response were handed to the shell
 
-    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    # Written out (init=False), the defaults here only: mypyc compiles this one; the
+    # one dataclasses generates would stay Python.
     def __init__(
         self,
         response_id: Any = None,
@@ -133,9 +134,10 @@ class _Read:
     """A read of whole events, as RoundContent keeps it until its text is asked for."""
 
     data: bytes
-    start: int = 0  # the kept events are data[start:]
+    start: int  # the kept events are data[start:]
 
-    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    # Written out (init=False), the defaults here only: mypyc compiles this one; the
+    # one dataclasses generates would stay Python.
     def __init__(self, data: bytes, start: int = 0) -> None:
         self.data = data
         self.start = start

@@ -13,7 +13,7 @@ under which id:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Protocol
 
@@ -58,13 +58,14 @@ _REPLAY = Verdict.REPLAY
 @dataclass(slots=True, unsafe_hash=True, init=False)
 class Decision:
     verdict: Verdict
-    client_id: str = ""
-    index: int = -1
+    client_id: str
+    index: int
     # Why the client id differs from the raw id (None: kept verbatim); for a replay, which
     # form of its raw id matched (SPEC §5).
-    reason: str | None = None
+    reason: str | None
 
-    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    # Written out (init=False), the defaults here only: mypyc compiles this one; the
+    # one dataclasses generates would stay Python.
     def __init__(
         self, verdict: Verdict, client_id: str = "", index: int = -1, reason: str | None = None
     ) -> None:
@@ -86,14 +87,15 @@ class Decision:
 class ChoiceIds:
     """Per choice: the random half of its minted ids' suffix and what it delivered."""
 
-    hex4: str = ""  # drawn when the choice's first id is minted (most responses mint none)
-    delivered: int = 0
+    hex4: str  # drawn when the choice's first id is minted (most responses mint none)
+    delivered: int
     # raw id -> the calls delivered under it; their arguments are read when a later call
     # with the same raw id is complete (they may still be streaming when delivered)
-    raw_calls: dict[str, list[CallLike]] = field(default_factory=dict)
-    replays: list[Replay] = field(default_factory=list)
+    raw_calls: dict[str, list[CallLike]]
+    replays: list[Replay]
 
-    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    # Written out (init=False), the defaults here only: mypyc compiles this one; the
+    # one dataclasses generates would stay Python.
     def __init__(
         self,
         hex4: str = "",

@@ -26,9 +26,10 @@ class Forward:
     """Bytes that end the client's body (`last`), or a whole message's body."""
 
     data: bytes
-    last: bool = False
+    last: bool
 
-    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    # Written out (init=False), the defaults here only: mypyc compiles this one; the
+    # one dataclasses generates would stay Python.
     def __init__(self, *, data: bytes, last: bool = False) -> None:
         self.data = data
         self.last = last

@@ -47,20 +47,21 @@ class Replay:
 class GuardState:
     """The breaker's memory for one client request."""
 
-    enabled: bool = True
-    max_followups: int = 2
+    enabled: bool
+    max_followups: int
     # Where the random parts of minted ids come from: the only source of randomness in the
     # core, handed in by the shell (the exchange's `entropy`); tests pass a fixed one.
-    entropy: Callable[[int], bytes] = field(default=os.urandom, repr=False)
-    followups_done: int = 0
+    entropy: Callable[[int], bytes] = field(repr=False)
+    followups_done: int
     # The answered calls (by fingerprint) the proxy answered synthetically: a later replay of
     # one of them is a loop whichever id it comes back under (its raw id, the fresh upstream id
     # of the follow-up's copy, another restarted-counter id). The raw id alone says nothing:
     # under restarted counters every response's first call has the same one.
-    synthetic_calls: set[Fingerprint] = field(default_factory=set)
-    first_replay: Replay | None = None
+    synthetic_calls: set[Fingerprint]
+    first_replay: Replay | None
 
-    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    # Written out (init=False), the defaults here only: mypyc compiles this one; the
+    # one dataclasses generates would stay Python.
     def __init__(
         self,
         enabled: bool = True,

@@ -13,7 +13,7 @@ holds, and every answered call by both forms of SPEC §5).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from proxy.core.ids import (
@@ -51,22 +51,23 @@ class HistoryFacts:
     `dataclasses.replace`): not frozen, since a frozen dataclass's __init__ sets each field
     through object.__setattr__, 12K of the 20K instructions building one cost per request."""
 
-    turn: int = 1
-    client_ids: frozenset[str] = frozenset()
+    turn: int
+    client_ids: frozenset[str]
     # upstream id -> fingerprint of the first answered call sent under that id
-    answered: Mapping[str, Fingerprint] = field(default_factory=dict)
-    tool_call_count: int = 0
-    dialect: str = "passthrough"
-    choices: int = 1
-    offered_tools: frozenset[str] = frozenset()
+    answered: Mapping[str, Fingerprint]
+    tool_call_count: int
+    dialect: str
+    choices: int
+    offered_tools: frozenset[str]
     # upstream id of an answered call -> the client id the history holds for it
-    answered_client_ids: Mapping[str, str] = field(default_factory=dict)
+    answered_client_ids: Mapping[str, str]
     # SPEC §5's second form, for answered calls: a client id that is not minted (kept as the
     # upstream issued it) -> {fingerprint: client id}; a minted one's raw-id digest -> same.
-    issued_ids: Mapping[str, Mapping[Fingerprint, str]] = field(default_factory=dict)
-    issued_digests: Mapping[str, Mapping[Fingerprint, str]] = field(default_factory=dict)
+    issued_ids: Mapping[str, Mapping[Fingerprint, str]]
+    issued_digests: Mapping[str, Mapping[Fingerprint, str]]
 
-    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    # Written out (init=False), the defaults here only: mypyc compiles this one; the
+    # one dataclasses generates would stay Python.
     def __init__(
         self,
         turn: int = 1,
@@ -161,9 +162,10 @@ class LedgerCall:
     upstream_id: str
     name: str
     arguments: Any  # a JSON string, or an object (Anthropic `input`)
-    answered: bool = False
+    answered: bool
 
-    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    # Written out (init=False), the defaults here only: mypyc compiles this one; the
+    # one dataclasses generates would stay Python.
     def __init__(
         self,
         turn: int,

@@ -17,7 +17,8 @@ class IdRewritten:
     client_id: str
     reason: str
 
-    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    # Written out (init=False), the defaults here only: mypyc compiles this one; the
+    # one dataclasses generates would stay Python.
     def __init__(
         self,
         *,
@@ -45,9 +46,10 @@ class CallDropped:
     raw_id: str | None
     reason: str  # "duplicate_in_response" or "replay"
     # For a replay, which form of SPEC §5 its raw id matched ("upstream id" or "issued id").
-    matched: str = ""
+    matched: str
 
-    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    # Written out (init=False), the defaults here only: mypyc compiles this one; the
+    # one dataclasses generates would stay Python.
     def __init__(
         self, *, choice: int, name: str, raw_id: str | None, reason: str, matched: str = ""
     ) -> None:
@@ -61,9 +63,10 @@ class CallDropped:
 @dataclass(slots=True, kw_only=True, unsafe_hash=True, init=False)
 class DeltaRepaired:
     kind: str
-    detail: str = ""
+    detail: str
 
-    # Written out (init=False): mypyc compiles this one; the generated one stays Python.
+    # Written out (init=False), the defaults here only: mypyc compiles this one; the
+    # one dataclasses generates would stay Python.
     def __init__(self, *, kind: str, detail: str = "") -> None:
         self.kind = kind
         self.detail = detail
