@@ -17,7 +17,9 @@ from __future__ import annotations
 from enum import Enum, auto
 from typing import Any, NamedTuple
 
-from proxy.core.decide import ChoiceIds, ResponseIds, Verdict
+import orjson
+
+from proxy.core.decide import UNPARSED, ChoiceIds, ResponseIds, Verdict
 from proxy.core.ids import normalize_raw_id
 from proxy.core.jsoncomplete import JsonCompleteness, Progress, is_complete_json
 from proxy.core.notes import DeltaRepaired, IdRewritten, Note
@@ -57,6 +59,7 @@ class CallSlot:
         "name_",
         "raw_id",
         "state",
+        "value",
         "waits",
     )
 
@@ -77,6 +80,9 @@ class CallSlot:
         # Characters joined, compared or parsed for the arguments beyond the completeness
         # scan's own count: with it, linear in the arguments' length (tests check it).
         self.examined = 0
+        # What the arguments hold, from the parse that found them complete (the replay check
+        # compares it, not a second parse); UNPARSED until then and once they change.
+        self.value: object = UNPARSED
 
     @property
     def name(self) -> str:
@@ -96,11 +102,15 @@ class CallSlot:
     def set_arguments(self, text: str) -> None:
         self._parts = [text]
         self._length = len(text)
+        self.value = UNPARSED
 
     def add_arguments(self, fragment: str) -> None:
         self._parts.append(fragment)
         self._length += len(fragment)
-        if self.complete or self._json.state is _NEVER:
+        if self.complete:
+            self.value = UNPARSED
+            return
+        if self._json.state is _NEVER:
             return
         self._unscanned.append(fragment)
         # Only after a closing bracket can the arguments have become complete: the scan
@@ -112,9 +122,12 @@ class CallSlot:
         if self._json.feed(pending) is _CLOSED:
             text = self.arguments_text()
             self.examined += len(text)
-            self.complete = is_complete_json(text)
-            if not self.complete:
+            try:
+                self.value = orjson.loads(text)
+            except orjson.JSONDecodeError:
                 self._json.give_up()
+            else:
+                self.complete = True
 
     @property
     def flushes_close(self) -> bool:
@@ -394,7 +407,7 @@ class ChoiceCalls:
         if finishing and not slot.arguments_text().strip():
             slot.set_arguments("{}")
             self._note("empty_arguments")
-        decision = self._response.decide(self.ids, slot.raw_id, slot)
+        decision = self._response.decide(self.ids, slot.raw_id, slot, slot.value)
         if decision.verdict is not _DELIVER:
             slot.state = _DROPPED
             self._notes.append(decision.dropped(self.index, slot.name, slot.raw_id))

@@ -39,6 +39,10 @@ class CallLike(Protocol):
     def arguments_text(self) -> str: ...
 
 
+# What `decide` is passed when the caller has not parsed the call's arguments.
+UNPARSED: object = object()
+
+
 class Verdict(Enum):
     DELIVER = auto()
     DUPLICATE = auto()
@@ -158,11 +162,14 @@ class ResponseIds:
             return False
         return raw_id in ids.raw_calls or (self.guard.enabled and self.facts.may_be_replay(raw_id))
 
-    def decide(self, ids: ChoiceIds, raw_id: str | None, call: CallLike) -> Decision:
-        """Decide one call. When needs_hold() said so, its arguments must be complete."""
+    def decide(
+        self, ids: ChoiceIds, raw_id: str | None, call: CallLike, parsed: object = UNPARSED
+    ) -> Decision:
+        """Decide one call. When needs_hold() said so, its arguments must be complete.
+        `parsed`: the value its arguments text holds, when the caller has parsed it."""
         if raw_id is not None and self.needs_hold(ids, raw_id):
             arguments = call.arguments_text()
-            key = (call.name, canonical_arguments(arguments))
+            key = (call.name, canonical_arguments(arguments if parsed is UNPARSED else parsed))
             match = self.facts.replay_of(raw_id, key) if self.guard.enabled else None
             if match is not None:
                 replay = Replay(raw_id, call.name, arguments, match.client_id, match.form)

@@ -199,3 +199,55 @@ def test_realistic_fragments_the_work_grows_linearly() -> None:
     assert orjson.loads(large_sent)["edits"][-1]["text"] == 'x = {"k": [1, 2]}  # }'
     assert large_work <= 4 * len(large)
     assert large_work / small_work < 1.05 * len(large) / len(small)
+
+
+# -- the value the completing parse found (the replay check compares it, not a second parse) --
+
+
+def test_a_call_found_complete_carries_what_its_arguments_hold() -> None:
+    slot = CallSlot()
+    for fragment in ['{"command": ', '"ls -la ', 'src"', ', "n": [1, 2.5]}']:
+        slot.add_arguments(fragment)
+    assert slot.complete
+    assert slot.value == {"command": "ls -la src", "n": [1, 2.5]}
+
+
+def test_the_value_is_dropped_when_the_arguments_change_or_never_parsed() -> None:
+    from proxy.core.decide import UNPARSED
+
+    open_slot = CallSlot()
+    open_slot.add_arguments('{"a": 1')
+    assert open_slot.value is UNPARSED
+    broken = CallSlot()
+    broken.add_arguments('{"a": 1,}')  # closes its bracket but does not parse
+    assert not broken.complete and broken.value is UNPARSED
+    changed = CallSlot()
+    changed.add_arguments('{"a": 1}')
+    changed.add_arguments("  ")  # appended after it was complete: parsed again when decided
+    assert changed.complete and changed.value is UNPARSED
+    replaced = CallSlot()
+    replaced.add_arguments('{"a": 1}')
+    replaced.set_arguments("{}")
+    assert replaced.value is UNPARSED
+
+
+@pytest.mark.parametrize("arguments", ['{"b": 2, "a": 1}', '{"a":1,"b":2}'])
+def test_a_replay_is_matched_the_same_from_the_carried_value(arguments: str) -> None:
+    # The answered call's fingerprint is of {"a": 1, "b": 2}; the same arguments in any
+    # key order or spacing are its replay, with the value carried or parsed from the text.
+    from proxy.core.ledger import HistoryLedger
+
+    ledger = HistoryLedger("kimi")
+    ledger.call("functions.edit:0", "edit", '{"a": 1, "b": 2}')
+    assert ledger.result("functions.edit:0") is not None
+    for parsed in (orjson.loads(arguments), None):
+        ids = ResponseIds(ledger.facts(), "auto", GuardState(), lambda: "beef")
+        slot = CallSlot()
+        slot.name_ = "edit"
+        slot.add_arguments(arguments)
+        decision = (
+            ids.decide(ids.choice(0), "functions.edit:0", slot, parsed)
+            if parsed is not None
+            else ids.decide(ids.choice(0), "functions.edit:0", slot)
+        )
+        assert decision.verdict.name == "REPLAY"
