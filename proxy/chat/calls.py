@@ -129,6 +129,14 @@ class CallSlot:
             else:
                 self.complete = True
 
+    def add_open_fragment(self, fragment: str) -> None:
+        """`add_arguments` for a fragment of open arguments that ends in no closing bracket
+        (the caller has looked): it cannot complete them, so the scan waits for a later one."""
+        self._parts.append(fragment)
+        self._length += len(fragment)
+        if self._json.state is not _NEVER:
+            self._unscanned.append(fragment)
+
     @property
     def flushes_close(self) -> bool:
         """Would a final flush of its arguments end in a closing bracket? It would when they
@@ -213,7 +221,7 @@ class ChoiceCalls:
             or fragment.rstrip()[-1:] in _CLOSING
         ):
             return False
-        slot.add_arguments(fragment)
+        slot.add_open_fragment(fragment)
         return True
 
     def held_index(self) -> int | None:

@@ -66,6 +66,14 @@ def is_native(raw_id: str) -> bool:
     return is_valid_client_id(raw_id) and not is_counter_shaped(raw_id)
 
 
+# Pure functions of an id, memoized: an agent's every turn re-sends its whole history, and
+# counter-restarting upstreams issue the same raw ids in every response (`functions.bash:0`),
+# so the same ids are digested again and again (a blake2b digest or a regex match is several
+# thousand instructions, a cache hit a few hundred). Bounded, so any traffic is safe.
+_ID_CACHE_SIZE = 4096
+
+
+@functools.lru_cache(maxsize=_ID_CACHE_SIZE)
 def rejection_reason(raw_id: str | None) -> str | None:
     """Why a raw id cannot be kept on its own merits (collisions are checked by the caller)."""
     if raw_id is None:
@@ -75,13 +83,6 @@ def rejection_reason(raw_id: str | None) -> str | None:
     if is_counter_shaped(raw_id):
         return REASON_COUNTER
     return None
-
-
-# Pure functions of an id, memoized: an agent's every turn re-sends its whole history, and
-# counter-restarting upstreams issue the same raw ids in every response (`functions.bash:0`),
-# so the same ids are digested again and again (a blake2b digest or a regex match is several
-# thousand instructions, a cache hit a few hundred). Bounded, so any traffic is safe.
-_ID_CACHE_SIZE = 4096
 
 
 @functools.lru_cache(maxsize=_ID_CACHE_SIZE)

@@ -98,6 +98,22 @@ def test_absent_id_reason() -> None:
     assert rejection_reason(None) == REASON_ABSENT
 
 
+@settings(max_examples=300, deadline=None)
+@given(raw_id=st.one_of(st.none(), st.text(max_size=50), st.sampled_from(NATIVE + INVALID)))
+def test_the_memoized_reason_is_the_computed_one(raw_id: str | None) -> None:
+    # rejection_reason is memoized like the digests (a counter-restarting upstream sends the
+    # same raw ids every response): asked twice, it answers what the function computes.
+    computed = rejection_reason.__wrapped__(raw_id)
+    assert rejection_reason(raw_id) == computed
+    assert rejection_reason(raw_id) == computed
+
+
+def test_the_reason_memo_is_bounded() -> None:
+    from proxy.core import ids
+
+    assert rejection_reason.cache_info().maxsize == ids._ID_CACHE_SIZE
+
+
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
