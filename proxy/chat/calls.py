@@ -105,17 +105,15 @@ class CallSlot:
         self.value = UNPARSED
 
     def add_arguments(self, fragment: str) -> None:
-        self._parts.append(fragment)
-        self._length += len(fragment)
-        if self.complete:
-            self.value = UNPARSED
+        if self.complete:  # what follows complete arguments is kept, not scanned
+            self._parts.append(fragment)
+            self._length += len(fragment)
+            self.value = UNPARSED  # they changed: parsed again when decided
             return
-        if self._json.state is _NEVER:
-            return
-        self._unscanned.append(fragment)
+        self.add_open_fragment(fragment)
         # Only after a closing bracket can the arguments have become complete: the scan
         # catches up then, over the fragments it has not seen (each character once).
-        if fragment.rstrip()[-1:] not in _CLOSING:
+        if self._json.state is _NEVER or fragment.rstrip()[-1:] not in _CLOSING:
             return
         pending = self._unscanned[0] if len(self._unscanned) == 1 else "".join(self._unscanned)
         self._unscanned = []
@@ -130,8 +128,9 @@ class CallSlot:
                 self.complete = True
 
     def add_open_fragment(self, fragment: str) -> None:
-        """`add_arguments` for a fragment of open arguments that ends in no closing bracket
-        (the caller has looked): it cannot complete them, so the scan waits for a later one."""
+        """`add_arguments` without its completeness check, for a fragment of open arguments
+        that ends in no closing bracket (the caller has looked): it cannot complete them, so
+        the scan waits for a later one."""
         self._parts.append(fragment)
         self._length += len(fragment)
         if self._json.state is not _NEVER:

@@ -17,8 +17,8 @@ class IdRewritten:
     client_id: str
     reason: str
 
-    # Written out (init=False), the defaults here only: mypyc compiles this one; the
-    # one dataclasses generates would stay Python.
+    # Written out (init=False): mypyc compiles this one; the one dataclasses generates
+    # would stay Python.
     def __init__(
         self,
         *,
