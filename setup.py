@@ -27,9 +27,26 @@ from setuptools import Extension, setup
 # imported was compiled from the source that is there. No package's __init__: mypyc places
 # a module by the shared library's place, which is inside the package (group_name below), so
 # a compiled package would look for its modules in the wrong folder. Compiled code checks
-# its arguments' types: a test's stand-in must be of the class it stands for. The shell's round
-# loop (exchange_handler.py) stays Python: compiled, its coroutines cost more than CPython's
-# (bench.inprocess: 307,850 instructions for the small request against 303,800).
+# its arguments' types: a test's stand-in must be of the class it stands for.
+#
+# The shell (from `proxy/app.py` on: the app, the exchange handler, the upstream client and
+# transport, the server's HTTP protocol, the request's log line and metrics) is compiled too.
+# Alone, its round loop's coroutines cost more compiled than interpreted (307,850 instructions
+# for the small request against 303,800), but compiled with all it calls the small request
+# went from 295,886 to 220,909 (README, "Instructions per request"). What that asks of it:
+# - mypyc compiles no async generator: a compiled module iterates with a class
+#   (`__aiter__`/`__anext__`).
+# - A class whose base is not compiled (httpx's, uvicorn's, logging's, or ours in a module not
+#   listed) is marked `@mypyc_attr(native_class=False)`; mypyc does not look at the base to
+#   decide. The hot work of such a class lives in a native one beside it (ConnectionPool,
+#   _RawCalls), whose methods compiled code calls directly.
+# - mypyc must see those bases, and it writes different C for what it sees: pyproject.toml's
+#   build requirements bring every package the compiled modules import. Seen as Any (pip's
+#   isolated build environment of a fresh install had none of them), a marked class's
+#   `super().__init__` became object's and an unmarked one with a Protocol base failed at run
+#   time, while a build in a developer's environment (where they were installed) worked.
+#   Seen, a value is checked against its declared type: where a package's stubs say less than
+#   the truth (httptools' URL parts may be None), the value is typed Any.
 COMPILED = [
     "proxy/chat/calls.py",
     "proxy/chat/codec.py",
@@ -60,6 +77,17 @@ COMPILED = [
     "proxy/client_writer.py",
     "proxy/exchange_report.py",
     "proxy/sse.py",
+    "proxy/app.py",
+    "proxy/asgi.py",
+    "proxy/exchange_handler.py",
+    "proxy/forwarding.py",
+    "proxy/http_protocol.py",
+    "proxy/observability.py",
+    "proxy/progress.py",
+    "proxy/settings.py",
+    "proxy/transport.py",
+    "proxy/upstream.py",
+    "proxy/upstream_call.py",
 ]
 
 # mypyc type-checks what it compiles. In an isolated build environment the runtime

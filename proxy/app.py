@@ -46,7 +46,8 @@ from proxy.errors import (
 from proxy.exchange_handler import ExchangeHandler, ExchangeRequest
 from proxy.forwarding import DisconnectWatch, passthrough
 from proxy.observability import LOGGER, Metrics, RequestLog, configure_logging
-from proxy.server import ResponseProgress, end_for_shutdown
+from proxy.progress import ResponseProgress
+from proxy.server import end_for_shutdown
 from proxy.surface_codec import SurfaceCodec
 from proxy.upstream import (
     PROXY_KEY_HEADER,

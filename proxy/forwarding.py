@@ -17,7 +17,7 @@ import httpx
 from proxy.asgi import Message, OnDisconnect, Receive, Scope, Send, with_request_id
 from proxy.config import Route
 from proxy.observability import Metrics, RequestLog
-from proxy.server import ResponseProgress
+from proxy.progress import ResponseProgress
 from proxy.upstream import client_response_headers, map_upstream_errors, timeouts
 from proxy.upstream_call import open_upstream, relay
 

@@ -45,6 +45,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httptools
+from mypy_extensions import mypyc_attr
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT, service_unavailable
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
@@ -64,12 +65,13 @@ _CLOSE_LINE = b"connection: close\r\n"
 _CHUNKED_LINE = b"transfer-encoding: chunked\r\n"
 
 
+@mypyc_attr(native_class=False)  # its base is not compiled: setup.py says why
 class LeanHttpProtocol(OpenAIErrorHttpProtocol):
     """uvicorn's httptools protocol with a leaner request cycle (see the module doc)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self.cycle: Exchange = None  # type: ignore[assignment]
+        self.cycle: Exchange | None = None  # type: ignore[assignment]  # uvicorn types its own cycle
         self._asgi = {"version": self.asgi_version, "spec_version": "2.3"}
         self._raw_root = self.root_path.encode("ascii")
         self._context = self.config.reset_contextvars
@@ -168,7 +170,9 @@ class LeanHttpProtocol(OpenAIErrorHttpProtocol):
             raw_path, query = url, b""
             path = url.decode("ascii")
         else:
-            parsed = httptools.parse_url(url)
+            # Any: httptools' stubs type the parts as bytes, but a part the URL lacks is None,
+            # and compiled code (setup.py) checks a value against its declared type.
+            parsed: Any = httptools.parse_url(url)
             raw_path, query = parsed.path, parsed.query or b""
             path = raw_path.decode("ascii")
             if "%" in path:

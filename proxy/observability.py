@@ -20,10 +20,10 @@ from logging import INFO
 from typing import Any
 
 import orjson
+from mypy_extensions import mypyc_attr
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
@@ -115,7 +115,9 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-class _Counter(Collector):
+# The three below are what a prometheus_client Collector is (`collect()`, which the registry
+# asks for; it needs no base class), and native classes (setup.py compiles this module).
+class _Counter:
     """A counter by labels, exported as prometheus_client's Counter would be: a `_total` and
     a `_created` sample per label set. `count()` is the requests counter's: its key is
     (route, status, stream, surface)."""
@@ -163,7 +165,7 @@ class _Count:
         self.value += amount
 
 
-class _Gauge(Collector):
+class _Gauge:
     """A gauge without labels (prometheus_client's Gauge takes a lock per change)."""
 
     def __init__(self, name: str, documentation: str) -> None:
@@ -181,7 +183,7 @@ class _Gauge(Collector):
         yield GaugeMetricFamily(self._name, self._documentation, value=self.value)
 
 
-class _Histogram(Collector):
+class _Histogram:
     """A histogram without labels, exported as prometheus_client's Histogram would be:
     cumulative buckets, count, sum and `_created`. Kept as one count per bucket, found by
     bisection (prometheus_client walks the bounds and takes a lock per bucket and sum)."""
@@ -209,6 +211,7 @@ class _Histogram(Collector):
         yield family
 
 
+@mypyc_attr(native_class=False)  # its base is not compiled: setup.py says why
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -226,6 +229,7 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
+@mypyc_attr(native_class=False)  # its base is not compiled: setup.py says why
 class JsonLineHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """The handler `configure_logging` installs: JSON lines on a stream.
 

@@ -30,16 +30,17 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Awaitable, Iterator
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any, Protocol, runtime_checkable
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from proxy.asgi import Message, Send, send_error
+from proxy.asgi import send_error
 from proxy.errors import ClientRequestError, ProxyError
 from proxy.observability import LOGGER
+from proxy.progress import ResponseProgress
 
 # uvicorn cancels what is still running this long after the app's own drain timeout.
 BACKSTOP_SECONDS = 5.0
@@ -72,37 +73,6 @@ class Drainable(Protocol):
     def start_draining(self) -> None: ...
 
     def cut_open_requests(self) -> int: ...
-
-
-class ResponseProgress:
-    """Wraps `send` to remember how far the response got: nothing, its head, or its end."""
-
-    __slots__ = ("_headers", "_send", "finished", "status")
-
-    def __init__(self, send: Send) -> None:
-        self._send = send
-        self.status: int | None = None
-        self._headers: Any = ()
-        self.finished = False
-
-    def __call__(self, message: Message) -> Awaitable[None]:
-        """Note the message, and hand back the wrapped `send`'s awaitable: not a coroutine of
-        its own, which would add a frame to every message sent."""
-        if message["type"] == "http.response.start":
-            self.status = int(message["status"])
-            self._headers = message.get("headers", ())
-        elif not message.get("more_body", False):
-            self.finished = True
-        return self._send(message)
-
-    @property
-    def event_stream(self) -> bool:
-        """Is the response an event stream? Asked only when a shutdown cuts it, so the head's
-        headers are looked at then, not on every response."""
-        return any(
-            name.lower() == b"content-type" and value.startswith(b"text/event-stream")
-            for name, value in self._headers
-        )
 
 
 async def end_for_shutdown(progress: ResponseProgress, request_id: str) -> int:

@@ -22,11 +22,18 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator, Callable
-from typing import TypeVar, cast
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, TypeVar, cast
 
 import httptools
 import httpx
+
+# mypyc (setup.py compiles this module) builds a non-native class by looking its base up in
+# the module that defines it, and declares only the modules this one imports: without these
+# imports of where httpx defines the bases used below, its C does not compile (mypyc 2.4).
+import httpx._transports.base
+import httpx._types
+from mypy_extensions import mypyc_attr
 
 try:  # compiled by the install (setup.py); without it httptools decodes bodies too
     from proxy._chunked import Dechunker
@@ -59,6 +66,10 @@ def _timeout(request: httpx.Request, name: str) -> float | None:
     return None if value is None else float(value)
 
 
+# A native class, though its base is asyncio's (which mypyc always sees: the standard
+# library's stubs come with it). Marked native_class=False like the httpx subclasses below, it
+# made mypyc 2.4 write C that does not compile (the base's module, asyncio.protocols, is not
+# imported here).
 class _Connection(asyncio.Protocol):
     """One upstream connection and the response currently being read from it."""
 
@@ -349,10 +360,13 @@ class _Wait:
 _WAIT = _Wait()
 
 
-class ResponseBody(httpx.AsyncByteStream):
+class ResponseBody:
+    """A response's body as it arrives: iterated (`async for`), or read whole. A native class
+    (setup.py compiles this module): httpx.Response takes it as `httpx_stream()`."""
+
     def __init__(
         self,
-        pool: HttptoolsTransport,
+        pool: ConnectionPool,
         conn: _Connection,
         request: httpx.Request | None,
         read_timeout: float | None,
@@ -363,21 +377,8 @@ class ResponseBody(httpx.AsyncByteStream):
         self._read_timeout = read_timeout
         self._released = False
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        conn = self._conn  # _ready() inlined: a stream's hot path
-        try:
-            while True:
-                if conn.chunks:
-                    yield conn.take()
-                elif conn.error is not None:
-                    raise conn.error
-                elif conn.complete:
-                    return
-                else:
-                    await conn.wait(self._read_timeout, "response body bytes")
-        except httpx.RequestError as exc:
-            self._name(exc)
-            raise
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return _BodyChunks(self)
 
     async def read(self) -> bytes:
         """The whole body, as `__aiter__` would hand it on, joined: for a body read before it
@@ -425,13 +426,64 @@ class ResponseBody(httpx.AsyncByteStream):
             self._released = True
             self._pool.release(self._conn)
 
+    def httpx_stream(self) -> httpx.AsyncByteStream:
+        """This body as httpx.Response takes a stream (it checks the class)."""
+        return _HttpxStream(self)
 
+
+@mypyc_attr(native_class=False)  # its base is not compiled: setup.py says why
+class _HttpxStream(httpx.AsyncByteStream):
+    """A ResponseBody as an httpx byte stream: for httpx's API (handle_async_request, and a
+    body httpx decodes), not the proxy's own calls."""
+
+    def __init__(self, body: ResponseBody) -> None:
+        self.body = body
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self.body.__aiter__()
+
+    async def aclose(self) -> None:
+        self.body.release()
+
+
+class _BodyChunks:
+    """A response body's reads, as `async for` takes them: what has arrived and was not read
+    yet, at each step, waiting only when nothing has. A class, not an async generator, which
+    mypyc does not compile (setup.py compiles this module)."""
+
+    __slots__ = ("_body", "_conn")
+
+    def __init__(self, body: ResponseBody) -> None:
+        self._body = body
+        self._conn = body._conn
+
+    def __aiter__(self) -> _BodyChunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        conn = self._conn  # ResponseBody._ready() inlined: a stream's hot path
+        try:
+            while True:
+                if conn.chunks:
+                    return conn.take()
+                if conn.error is not None:
+                    raise conn.error
+                if conn.complete:
+                    raise StopAsyncIteration
+                await conn.wait(self._body._read_timeout, "response body bytes")
+        except httpx.RequestError as exc:
+            self._body._name(exc)
+            raise
+
+
+@mypyc_attr(native_class=False)  # its base is not compiled: setup.py says why
 class HttptoolsTransport(httpx.AsyncBaseTransport):
     """HTTP/1.1 over asyncio + httptools, with a keep-alive pool per (scheme, host, port).
 
     There is no cap on open connections (the proxy opens one per in-flight upstream request,
     as its clients decide); idle ones are kept up to `max_keepalive_connections` per origin
-    for `keepalive_expiry` seconds.
+    for `keepalive_expiry` seconds. The work is its `pool`'s (a native class: a method call
+    on this one goes through CPython's attribute lookup, from compiled code too).
     """
 
     def __init__(
@@ -441,16 +493,12 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
         keepalive_expiry: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        self._max_idle = max_keepalive_connections
-        self._expiry = keepalive_expiry
-        self._ssl_context = ssl_context
-        self._idle: dict[_Origin, list[_Connection]] = {}
-        self._all: set[_Connection] = set()
+        self.pool = ConnectionPool(max_keepalive_connections, keepalive_expiry, ssl_context)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         try:
             url = request.url
-            raw = await self.send_head(
+            raw = await self.pool.send_head(
                 origin(url.scheme, url.host, url.port),
                 _request_head(request),
                 await request.aread(),
@@ -462,12 +510,51 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
             return httpx.Response(
                 raw.status_code,
                 headers=raw.headers,
-                stream=raw.stream,
+                stream=raw.stream.httpx_stream(),
                 extensions={"http_version": b"HTTP/1.1"},
             )
         except httpx.RequestError as exc:
             exc.request = request  # as httpx's own client does
             raise
+
+    def send_head(
+        self,
+        key: _Origin,
+        head: bytes,
+        body: bytes,
+        *,
+        connect_timeout: float | None,
+        read_timeout: float | None,
+        answer: Callable[[int, list[tuple[bytes, bytes]], ResponseBody], _Answer],
+        request: httpx.Request | None = None,
+    ) -> Coroutine[Any, Any, _Answer]:
+        """`ConnectionPool.send_head`, to await."""
+        return self.pool.send_head(
+            key,
+            head,
+            body,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            answer=answer,
+            request=request,
+        )
+
+    async def aclose(self) -> None:
+        self.pool.close()
+
+
+class ConnectionPool:
+    """HttptoolsTransport's connections: the idle ones kept per origin, and all that are open
+    (closed by `close`)."""
+
+    def __init__(
+        self, max_idle: int, expiry: float, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
+        self._max_idle = max_idle
+        self._expiry = expiry
+        self._ssl_context = ssl_context
+        self._idle: dict[_Origin, list[_Connection]] = {}
+        self._all: set[_Connection] = set()
 
     async def send_head(
         self,
@@ -564,7 +651,7 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
                 return
         conn.abort()
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
         for conn in list(self._all):
             conn.abort()
         self._all.clear()
@@ -606,7 +693,7 @@ class RawResponse:
     __slots__ = ("headers", "status_code", "stream")
 
     def __init__(
-        self, status_code: int, headers: list[tuple[bytes, bytes]], stream: httpx.AsyncByteStream
+        self, status_code: int, headers: list[tuple[bytes, bytes]], stream: ResponseBody
     ) -> None:
         self.status_code = status_code
         self.headers = headers

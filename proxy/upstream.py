@@ -16,6 +16,13 @@ from typing import Any, TypeVar
 
 import httpx
 
+# mypyc (setup.py compiles this module) builds a non-native class by looking its base up in
+# the module that defines it, and declares only the modules this one imports: without these
+# imports of where httpx defines the bases used below, its C does not compile (mypyc 2.4).
+import httpx._client
+import httpx._models
+from mypy_extensions import mypyc_attr
+
 from proxy.config import Route
 from proxy.errors import (
     ClientRequestError,
@@ -24,7 +31,13 @@ from proxy.errors import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
-from proxy.transport import HttptoolsTransport, ResponseBody, origin, request_head
+from proxy.transport import (
+    ConnectionPool,
+    HttptoolsTransport,
+    ResponseBody,
+    origin,
+    request_head,
+)
 
 # Header names as the ASGI scope and httpx's raw lists carry them: lowercase bytes.
 # RFC 9110 §7.6.1 connection-specific headers, plus those only meaningful for one hop.
@@ -258,6 +271,7 @@ _IN_BODY = _UpstreamErrors(True)
 MAX_CACHED_URLS = 256
 
 
+@mypyc_attr(native_class=False)  # its base is not compiled: setup.py says why
 class _NoCookies(httpx.Cookies):
     """A cookie jar that never keeps anything (see UpstreamClient)."""
 
@@ -265,6 +279,7 @@ class _NoCookies(httpx.Cookies):
         return None
 
 
+@mypyc_attr(native_class=False)  # its base is not compiled: setup.py says why
 class UpstreamClient(httpx.AsyncClient):
     """httpx's AsyncClient without what a shared proxy must not have or need not pay for.
 
@@ -293,18 +308,12 @@ class UpstreamClient(httpx.AsyncClient):
         if kwargs.get("follow_redirects"):
             raise TypeError("UpstreamClient does not follow redirects (a proxy relays them)")
         super().__init__(transport=transport, **kwargs)
+        # The jar every read of `cookies` gets (httpx keeps it in `_cookies`, behind the
+        # property; pinned, see request_headers). Not a property of this class: mypyc, which
+        # compiles this module, builds no property setter on a class with an httpx base.
+        self._cookies = _NO_COOKIES
         self._upstream = transport
-        self._urls: dict[str, httpx.URL] = {}
-        self._targets: dict[str, _Target | None] = {}
-        self._heads: dict[tuple[Any, ...], _HeadPlan] = {}
-
-    @property  # type: ignore[override]
-    def cookies(self) -> httpx.Cookies:
-        return _NO_COOKIES
-
-    @cookies.setter
-    def cookies(self, cookies: Any) -> None:
-        return None  # httpx's __init__ assigns an empty jar; there is nothing to keep
+        self._raw = _RawCalls(transport.pool if isinstance(transport, HttptoolsTransport) else None)
 
     def build_request(  # type: ignore[override]
         self,
@@ -321,9 +330,9 @@ class UpstreamClient(httpx.AsyncClient):
                 method, url, content=content, headers=headers, timeout=timeout, **others
             )
         address: str = url  # type: ignore[assignment]  # a str: _OWN_SHAPES says so
-        parsed = self._urls.get(address) or self._parsed_url(address)
+        parsed = self._raw.urls.get(address) or self._raw.parsed_url(address)
         body = content or b""
-        merged = request_headers(self._defaults(), headers or [], method, parsed.netloc, body)
+        merged = request_headers(self.headers._list, headers or [], method, parsed.netloc, body)
         chosen = self.timeout if timeout is httpx.USE_CLIENT_DEFAULT else timeout
         if not isinstance(chosen, httpx.Timeout):
             chosen = httpx.Timeout(chosen)
@@ -352,18 +361,18 @@ class UpstreamClient(httpx.AsyncClient):
         The response is `answer(status, headers, body)`, as `send_head` makes it.
 
         Not a coroutine itself: it returns the transport's, to await (one frame less)."""
-        transport = self._upstream
-        if not isinstance(transport, HttptoolsTransport):
+        raw = self._raw
+        if raw.pool is None:
             return None
-        target = self._targets[url] if url in self._targets else self._target(url)
+        target = raw.targets[url] if url in raw.targets else raw.target(url)
         if target is None:
             return None
         if self.is_closed:
             raise RuntimeError("Cannot send a request, as the client has been closed.")
         key, path, netloc = target
-        return transport.send_head(
+        return raw.pool.send_head(
             key,
-            self._head(method, path, netloc, headers, content),
+            raw.head(self.headers._list, method, path, netloc, headers, content),
             content,
             connect_timeout=timeout.connect,
             read_timeout=timeout.read,
@@ -373,59 +382,8 @@ class UpstreamClient(httpx.AsyncClient):
     def _head(
         self, method: str, path: bytes, netloc: bytes, given: list[tuple[Any, Any]], body: bytes
     ) -> bytes:
-        """`request_head` of `request_headers`, from a plan kept per shape of call (method,
-        target, the given header names, whether there is a body): a client sends the same
-        header names every time, and merging, joining and checking every header per request
-        cost about a tenth of a small request's instructions."""
-        defaults = self._defaults()
-        names = tuple(map(_NAME, given))
-        shape = (method, path, netloc, names, not body)
-        plan = self._heads.get(shape)
-        if plan is not None and plan.defaults == defaults:
-            values = tuple(map(_VALUE, given))
-            try:
-                return plan.render(values, body)
-            except TypeError:  # a value that is not bytes: the general way below
-                pass
-        merge = _MergePlan(defaults, given, method, bool(body))
-        head = request_head(method, path, merge.apply(given, netloc, body))  # checks all
-        fresh = plan is None or plan.defaults != defaults  # new, or the client's headers changed
-        if fresh and all(type(name) is bytes for name in names):
-            if len(self._heads) >= MAX_CACHED_URLS:
-                self._heads.clear()
-            self._heads[shape] = _HeadPlan(merge, method, path, netloc, names)
-        return head
-
-    def _defaults(self) -> list[tuple[bytes, bytes, bytes]]:
-        """The client's default headers as httpx keeps them: (name, lowercased name, value).
-        Private to httpx (pinned, see request_headers), read because `headers.raw` builds a
-        new list on every access and the names would be lowercased again."""
-        return self.headers._list
-
-    def _target(self, url: str) -> _Target | None:
-        parsed = self._urls.get(url) or self._parsed_url(url)
-        target = None
-        if not parsed.userinfo:
-            target = (
-                origin(parsed.scheme, parsed.host, parsed.port),
-                parsed.raw_path,
-                parsed.netloc,
-            )
-        if "?" not in url:  # as _parsed_url: queries come from clients, not worth keeping
-            if len(self._targets) >= MAX_CACHED_URLS:
-                self._targets.clear()
-            self._targets[url] = target
-        return target
-
-    def _parsed_url(self, url: str) -> httpx.URL:
-        parsed = httpx.URL(url)
-        if parsed.is_relative_url:
-            raise ValueError(f"UpstreamClient needs absolute URLs, got {url!r}")
-        if "?" not in url:  # queries come from clients: unbounded, not worth keeping
-            if len(self._urls) >= MAX_CACHED_URLS:
-                self._urls.clear()
-            self._urls[url] = parsed
-        return parsed
+        """The request head `open_raw` writes for a call (`_RawCalls.head`)."""
+        return self._raw.head(self.headers._list, method, path, netloc, given, body)
 
     async def send(  # type: ignore[override]
         self,
@@ -457,6 +415,78 @@ class UpstreamClient(httpx.AsyncClient):
                 await response.aclose()
                 raise
         return response
+
+
+class _RawCalls:
+    """What UpstreamClient keeps for its own calls, and the work of `open_raw`: parsed URLs,
+    request targets and head plans, and the transport's pool (None: another transport). A
+    native class (setup.py compiles this module), which UpstreamClient, an httpx subclass,
+    cannot be: its methods are called directly from compiled code."""
+
+    def __init__(self, pool: ConnectionPool | None) -> None:
+        self.pool = pool
+        self.urls: dict[str, httpx.URL] = {}
+        self.targets: dict[str, _Target | None] = {}
+        self.heads: dict[tuple[Any, ...], _HeadPlan] = {}
+
+    def head(
+        self,
+        defaults: list[tuple[bytes, bytes, bytes]],
+        method: str,
+        path: bytes,
+        netloc: bytes,
+        given: list[tuple[Any, Any]],
+        body: bytes,
+    ) -> bytes:
+        """`request_head` of `request_headers`, from a plan kept per shape of call (method,
+        target, the given header names, whether there is a body): a client sends the same
+        header names every time, and merging, joining and checking every header per request
+        cost about a tenth of a small request's instructions. `defaults`: the client's
+        default headers as httpx keeps them, (name, lowercased name, value) (private to
+        httpx, pinned, see request_headers; `headers.raw` builds a new list on every access
+        and the names would be lowercased again)."""
+        names = tuple(map(_NAME, given))
+        shape = (method, path, netloc, names, not body)
+        plan = self.heads.get(shape)
+        if plan is not None and plan.defaults == defaults:
+            values = tuple(map(_VALUE, given))
+            try:
+                return plan.render(values, body)
+            except TypeError:  # a value that is not bytes: the general way below
+                pass
+        merge = _MergePlan(defaults, given, method, bool(body))
+        head = request_head(method, path, merge.apply(given, netloc, body))  # checks all
+        fresh = plan is None or plan.defaults != defaults  # new, or the client's headers changed
+        if fresh and all(type(name) is bytes for name in names):
+            if len(self.heads) >= MAX_CACHED_URLS:
+                self.heads.clear()
+            self.heads[shape] = _HeadPlan(merge, method, path, netloc, names)
+        return head
+
+    def target(self, url: str) -> _Target | None:
+        parsed = self.urls.get(url) or self.parsed_url(url)
+        target = None
+        if not parsed.userinfo:
+            target = (
+                origin(parsed.scheme, parsed.host, parsed.port),
+                parsed.raw_path,
+                parsed.netloc,
+            )
+        if "?" not in url:  # as parsed_url: queries come from clients, not worth keeping
+            if len(self.targets) >= MAX_CACHED_URLS:
+                self.targets.clear()
+            self.targets[url] = target
+        return target
+
+    def parsed_url(self, url: str) -> httpx.URL:
+        parsed = httpx.URL(url)
+        if parsed.is_relative_url:
+            raise ValueError(f"UpstreamClient needs absolute URLs, got {url!r}")
+        if "?" not in url:  # queries come from clients: unbounded, not worth keeping
+            if len(self.urls) >= MAX_CACHED_URLS:
+                self.urls.clear()
+            self.urls[url] = parsed
+        return parsed
 
 
 _Answer = TypeVar("_Answer")

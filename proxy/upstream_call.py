@@ -10,7 +10,7 @@ benchmark's transport comparison) it goes through httpx's API. Either way the sh
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterable, Awaitable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable
 
 import httpx
 
@@ -31,7 +31,7 @@ class UpstreamResponse:
         self,
         status_code: int,
         headers: Headers,
-        stream: httpx.AsyncByteStream | None = None,
+        stream: ResponseBody | None = None,
         response: httpx.Response | None = None,
     ) -> None:
         self.status_code = status_code
@@ -102,8 +102,9 @@ class UpstreamResponse:
         response = self._response
         if decoded and not self._identity():
             if response is None:  # httpx's decoders, on the transport's stream
+                assert self._stream is not None
                 response = self._response = httpx.Response(
-                    self.status_code, headers=self.headers, stream=self._stream
+                    self.status_code, headers=self.headers, stream=self._stream.httpx_stream()
                 )
             return response.aiter_bytes()
         if response is None:
@@ -159,17 +160,45 @@ async def _sent(client: httpx.AsyncClient, request: httpx.Request) -> UpstreamRe
     return UpstreamResponse.of(await client.send(request, stream=True))
 
 
-async def iter_body(response: UpstreamResponse, *, decoded: bool) -> AsyncGenerator[bytes, None]:
-    """The upstream body as it arrives, with failures mapped.
+def iter_body(response: UpstreamResponse, *, decoded: bool) -> AsyncIterator[bytes]:
+    """The upstream body as it arrives, with failures mapped; the response is closed at its
+    end.
 
     `decoded` undoes a content-encoding (what the exchanges need); otherwise the bytes are
     passed on as they came, with the upstream's content-encoding header kept.
     """
-    with map_upstream_errors(streaming_body=True):
-        async for chunk in response.chunks(decoded=decoded):
-            if chunk:
-                yield chunk
-        await response.aclose()
+    return _MappedBody(response, decoded)
+
+
+class _MappedBody:
+    """`iter_body`'s iterator. A class, not an async generator, which mypyc does not compile
+    (setup.py compiles this module). Empty reads are skipped, as they carry nothing."""
+
+    __slots__ = ("_decoded", "_response", "_source")
+
+    def __init__(self, response: UpstreamResponse, decoded: bool) -> None:
+        self._response = response
+        self._decoded = decoded
+        # Asked for at the first read, inside the error mapping (httpx raises there for a
+        # response already closed).
+        self._source: AsyncIterator[bytes] | None = None
+
+    def __aiter__(self) -> _MappedBody:
+        return self
+
+    async def __anext__(self) -> bytes:
+        with map_upstream_errors(streaming_body=True):
+            source = self._source
+            if source is None:
+                source = self._source = self._response.chunks(decoded=self._decoded).__aiter__()
+            while True:
+                try:
+                    chunk = await source.__anext__()
+                except StopAsyncIteration:
+                    await self._response.aclose()
+                    raise
+                if chunk:
+                    return chunk
 
 
 async def relay(

@@ -72,30 +72,111 @@ at_offset(const char *data, const char *end, const char *hit, Py_ssize_t offset,
 }
 
 static long
+underscore_key_at(const char *data, const char *end, const char *at)
+{
+    /* What the `_` at `at` belongs to: TOOL_CALLS (`tool_calls`), LIVE_FINISH (a
+     * `"finish_reason"` not followed by `:null`) or 0. The byte after `_` tells the keys
+     * apart before any compare (most hits are `system_fingerprint`'s and the fingerprint's
+     * own). */
+    static const char TOOL[] = "tool_calls";
+    static const char FINISH[] = "\"finish_reason\"";
+    const Py_ssize_t tool_len = sizeof(TOOL) - 1, finish_len = sizeof(FINISH) - 1;
+    const char next = at + 1 < end ? at[1] : '\0';
+
+    if (next == 'c' && at_offset(data, end, at, 4, TOOL, tool_len)) {
+        return TOOL_CALLS;
+    }
+    if (next == 'r' && at_offset(data, end, at, 7, FINISH, finish_len)) {
+        const char *after = at - 7 + finish_len;
+        if (end - after < 5 || memcmp(after, ":null", 5) != 0) {
+            return LIVE_FINISH;
+        }
+    }
+    return 0;
+}
+
+static long
 underscore_keys(const char *data, Py_ssize_t size)
 {
     /* TOOL_CALLS if `tool_calls` occurs, else LIVE_FINISH if some `"finish_reason"` is not
      * followed by `:null`, else 0: any occurrence counts, as in scan_py's regex (one that a
      * left-to-right walk would skip overlaps one followed by `finish`, which is live). */
-    static const char TOOL[] = "tool_calls";
-    static const char FINISH[] = "\"finish_reason\"";
-    const Py_ssize_t tool_len = sizeof(TOOL) - 1, finish_len = sizeof(FINISH) - 1;
     const char *end = data + size;
     const char *at = data;
     long found = 0;
 
     while ((at = memchr(at, '_', (size_t)(end - at))) != NULL) {
-        /* The byte after `_` tells the keys apart before any compare (most hits are
-         * `system_fingerprint`'s and the fingerprint's own). */
-        const char next = at + 1 < end ? at[1] : '\0';
-        if (next == 'c' && at_offset(data, end, at, 4, TOOL, tool_len)) {
+        const long key = underscore_key_at(data, end, at);
+        if (key == TOOL_CALLS) {
             return TOOL_CALLS;
         }
-        if (next == 'r' && at_offset(data, end, at, 7, FINISH, finish_len)) {
-            const char *after = at - 7 + finish_len;
-            if (end - after < 5 || memcmp(after, ":null", 5) != 0) {
-                found = LIVE_FINISH; /* a tool call further on still takes precedence */
-            }
+        found |= key; /* a tool call further on still takes precedence */
+        at++;
+    }
+    return found;
+}
+
+/* The first_* walks below answer where the first hit of their key lies: a byte of it before
+ * `limit` (searched from `data`; the key itself may reach up to `end`), or NULL. run_end
+ * asks them in turn, each up to the earliest hit found so far. */
+
+static const char *
+first_underscore_key(const char *data, const char *limit, const char *end)
+{
+    const char *at = data;
+
+    while ((at = memchr(at, '_', (size_t)(limit - at))) != NULL) {
+        if (underscore_key_at(data, end, at) != 0) {
+            return at;
+        }
+        at++;
+    }
+    return NULL;
+}
+
+static const char *
+first_usage(const char *data, const char *limit, const char *end)
+{
+    static const char KEY[] = "\"usage\"";
+    const char *at = data;
+
+    while ((at = memchr(at, 'g', (size_t)(limit - at))) != NULL) {
+        if (at > data && at[-1] == 'a' && at_offset(data, end, at, 4, KEY, sizeof(KEY) - 1)) {
+            return at;
+        }
+        at++;
+    }
+    return NULL;
+}
+
+static int
+has_usage(const char *data, Py_ssize_t size)
+{
+    return first_usage(data, data + size, data + size) != NULL;
+}
+
+static const char *
+first_markup(const char *data, const char *limit, const char *end)
+{
+    /* The three walks in turn, each up to the earliest hit before it. */
+    const char *at = data;
+    const char *found = memchr(data, '<', (size_t)(limit - data));
+
+    if (found != NULL) {
+        limit = found;
+    }
+    while ((at = memchr(at, '[', (size_t)(limit - at))) != NULL) {
+        at++;
+        if (at < end && (*at == 'T' || *at == '"')) {
+            found = at - 1;
+            limit = found;
+            break;
+        }
+    }
+    at = data;
+    while ((at = memchr(at, '\\', (size_t)(limit - at))) != NULL) {
+        if (end - at >= 6 && memcmp(at, "\\u003c", 6) == 0) {
+            return at;
         }
         at++;
     }
@@ -103,44 +184,9 @@ underscore_keys(const char *data, Py_ssize_t size)
 }
 
 static int
-has_usage(const char *data, Py_ssize_t size)
-{
-    static const char KEY[] = "\"usage\"";
-    const char *end = data + size;
-    const char *at = data;
-
-    while ((at = memchr(at, 'g', (size_t)(end - at))) != NULL) {
-        if (at > data && at[-1] == 'a' && at_offset(data, end, at, 4, KEY, sizeof(KEY) - 1)) {
-            return 1;
-        }
-        at++;
-    }
-    return 0;
-}
-
-static int
 has_markup(const char *data, Py_ssize_t size)
 {
-    const char *end = data + size;
-    const char *at = data;
-
-    if (memchr(data, '<', (size_t)size) != NULL) {
-        return 1;
-    }
-    while ((at = memchr(at, '[', (size_t)(end - at))) != NULL) {
-        at++;
-        if (at < end && (*at == 'T' || *at == '"')) {
-            return 1;
-        }
-    }
-    at = data;
-    while ((at = memchr(at, '\\', (size_t)(end - at))) != NULL) {
-        if (end - at >= 6 && memcmp(at, "\\u003c", 6) == 0) {
-            return 1;
-        }
-        at++;
-    }
-    return 0;
+    return first_markup(data, data + size, data + size) != NULL;
 }
 
 static const char *
@@ -152,26 +198,33 @@ skip_json_space(const char *at, const char *end)
     return at;
 }
 
-static int
-has_content(const char *data, Py_ssize_t size)
+static const char *
+first_content(const char *data, const char *limit, const char *end)
 {
     /* `"content"`, JSON whitespace, `:`, JSON whitespace, `"`, then anything but `"`. */
     static const char KEY[] = "\"content\"";
     const size_t key_len = sizeof(KEY) - 1;
-    const char *end = data + size;
+    /* A key that starts before `limit` ends before `stop`. */
+    const char *stop = (size_t)(end - limit) >= key_len - 1 ? limit + key_len - 1 : end;
     const char *found = data;
 
-    while ((found = memmem(found, (size_t)(end - found), KEY, key_len)) != NULL) {
+    while ((found = memmem(found, (size_t)(stop - found), KEY, key_len)) != NULL) {
         const char *at = skip_json_space(found + key_len, end);
         if (at < end && *at == ':') {
             at = skip_json_space(at + 1, end);
             if (at + 1 < end && at[0] == '"' && at[1] != '"') {
-                return 1;
+                return found;
             }
         }
         found++; /* the closing quote may open the next occurrence */
     }
-    return 0;
+    return NULL;
+}
+
+static int
+has_content(const char *data, Py_ssize_t size)
+{
+    return first_content(data, data + size, data + size) != NULL;
 }
 
 static PyObject *
@@ -242,20 +295,62 @@ event_end(const char *at, const char *end)
     return newline + 2;
 }
 
+static const char *
+first_refusal(const char *data, const char *end, long want)
+{
+    /* The first byte of a key that refuses its event, in the whole events [data, end), or
+     * NULL: the earliest of each key's first hit. Each walk stops at its first hit and looks
+     * only before the earliest hit so far (an event refused earlier holds every byte of its
+     * key before that hit), so a run refused near its end is walked about once per key. */
+    const char *limit = end, *hit;
+
+    if ((hit = memchr(data, '\r', (size_t)(end - data))) != NULL) {
+        limit = hit;
+    }
+    if ((hit = first_underscore_key(data, limit, end)) != NULL) {
+        limit = hit;
+    }
+    if ((want & USAGE) && (hit = first_usage(data, limit, end)) != NULL) {
+        limit = hit;
+    }
+    if ((want & MARKUP) && (hit = first_markup(data, limit, end)) != NULL) {
+        limit = hit;
+    }
+    if ((want & CONTENT) && (hit = first_content(data, limit, end)) != NULL) {
+        limit = hit;
+    }
+    return limit == end ? NULL : limit;
+}
+
+static const char *
+line_start(const char *data, const char *at)
+{
+    /* The start of the line that holds `at` (an event's, as events are one line each). */
+#ifdef __GLIBC__
+    const char *newline = memrchr(data, '\n', (size_t)(at - data));
+    return newline != NULL ? newline + 1 : data;
+#else
+    while (at > data && at[-1] != '\n') {
+        at--;
+    }
+    return at;
+#endif
+}
+
 static PyObject *
 run_end(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     /* Where the run of whole events from `pos` whose every event scan() would answer PLAIN
      * alone ends: `pos` when the first does not. The rule holds for a run exactly when it
      * holds for each of its events (no key the scan looks for can span an event boundary,
-     * which holds a newline), so the events after the first are asked once, together: each
-     * key is a memchr walk restarted at every hit, and asked event by event (as the first
-     * version did) a read of the benchmark's events with usage and markup looked for cost
-     * about 1.4K instructions an event, some 100K a read (without usage and markup looked
-     * for, events are still asked one by one: see below). The first event is asked alone
-     * first: a run refused there (a round's first content) is not walked whole. Only when
-     * the rest is refused are its events asked one by one, for where the run ends. */
-    const char *data, *end, *at, *next, *framed;
+     * which holds a newline), so the events after the first are asked together: the run
+     * ends at the event that holds the first key refusing it (`first_refusal`, about one
+     * walk per key). Asked event by event (the first version), a read of the benchmark's
+     * events with usage and markup looked for cost about 1.4K instructions an event, some
+     * 100K a read; asked together, then event by event when refused (the second), a read
+     * that ends in a tool call was walked three times. The first event is asked alone
+     * first: a run refused there (a round's first content) is not walked whole. */
+    const char *data, *end, *at, *next, *framed, *refusal;
     Py_ssize_t size, pos;
     long want;
 
@@ -281,27 +376,15 @@ run_end(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     if (next == NULL || !event_passes(at, next - at, want)) {
         return PyLong_FromSsize_t(pos);
     }
-    if ((want & (USAGE | MARKUP)) == 0) {
-        /* Without them an event's check is two walks that rarely hit: asked one by one,
-         * a run refused at its end (a finish after content) is walked once, not twice. */
-        at = next;
-        while ((next = event_end(at, end)) != NULL && event_passes(at, next - at, want)) {
-            at = next;
-        }
-        return PyLong_FromSsize_t(at - data);
-    }
     framed = next; /* the run's end by framing alone */
     while ((at = event_end(framed, end)) != NULL) {
         framed = at;
     }
-    if (event_passes(next, framed - next, want)) {
+    refusal = first_refusal(next, framed, want);
+    if (refusal == NULL) {
         return PyLong_FromSsize_t(framed - data);
     }
-    at = next;
-    while (at < framed && event_passes(at, (next = event_end(at, end)) - at, want)) {
-        at = next;
-    }
-    return PyLong_FromSsize_t(at - data);
+    return PyLong_FromSsize_t(line_start(next, refusal) - data);
 }
 
 static PyMethodDef methods[] = {

@@ -206,11 +206,15 @@ class StreamSanitizer:
     def _read(self, data: bytes) -> list[bytes]:
         if self.phase is _STREAMING and data[-2:] == b"\n\n" and self._decoder.idle:
             if self._hot:
-                if self._forwardable(data):
-                    # The hot path: the read leaves as it arrived, no events built (bench.core:
-                    # this is most of the proxy's per-chunk CPU on a stream).
+                # The one forward-unchanged rule (`_forwardable`), asked as where the run of
+                # events it forwards ends: a read it forwards whole is the hot path, leaving
+                # as it arrived with no events built (bench.core: this is most of the proxy's
+                # per-chunk CPU on a stream); a read it refuses is not walked a second time
+                # for where that run ends.
+                run = run_end(data, 0, self._want_now())
+                if run == len(data):
                     return self._forward_run(data)
-                return self._refused_read(data)
+                return self._refused_read(data, run=run)
             if self._round.envelope is None:
                 return self._first_read(data)
         return self._handle(self._decoder.feed(data), None)
@@ -224,7 +228,12 @@ class StreamSanitizer:
         return [run]
 
     def _refused_read(
-        self, data: bytes, pos: int = 0, out: list[bytes] | None = None, intact: bool = True
+        self,
+        data: bytes,
+        pos: int = 0,
+        out: list[bytes] | None = None,
+        intact: bool = True,
+        run: int = -1,
     ) -> list[bytes]:
         """A read the rule refused: runs of events it forwards still leave as they arrived,
         each other event takes the general path, and the rule is asked again after it (the
@@ -234,7 +243,9 @@ class StreamSanitizer:
         `out`: the output for `data[:pos]`; `intact`: it is those bytes as they arrived (each
         event handled so far left unchanged). When a run the rule forwards then ends the
         read, the whole read leaves as it arrived, without copying its pieces out of it and
-        joining them again (under callgrind a 16 KiB copy is about 16K instructions)."""
+        joining them again (under callgrind a 16 KiB copy is about 16K instructions).
+        `run`: where the run of events the rule forwards from `pos` ends, when the caller
+        has asked (-1: not asked); it holds for `pos` only, and is dropped once `pos` moves."""
         out = [] if out is None else out
         size = len(data)
         idle = True  # _read saw the decoder idle: only its feeds below change that
@@ -246,14 +257,17 @@ class StreamSanitizer:
                 out += self._handle([_DONE_READ], None)  # without the decoder's split
                 pos += len(DONE_EVENT)
                 intact = False
+                run = -1
                 continue
             end = data.find(b"\n\n", pos) + 2  # the read ends with a blank line
             lane = self._lane
             if lane is not None and lane.take(data, pos, end):
                 pos = end  # dropped, as the general path would: the read is not intact
                 intact = False
+                run = -1
                 continue
-            cut = self._forwardable_run(data, pos, end)
+            cut = self._forwardable_run(data, pos, end, run)
+            run = -1  # it was the answer for the read's first position only
             if cut == size and intact:
                 return self._forward_run(data, pos)
             if cut > pos:
@@ -273,10 +287,13 @@ class StreamSanitizer:
             pos = end
         return out
 
-    def _forwardable_run(self, data: bytes, pos: int, end: int) -> int:
+    def _forwardable_run(self, data: bytes, pos: int, end: int, known: int = -1) -> int:
         """Where the run of events from `pos` that the rule forwards ends (`pos`: none);
-        `end`: the end of the event at `pos`. A read that is one event (a paced upstream's)
-        was just refused whole: it is not asked again."""
+        `end`: the end of the event at `pos`; `known`: that answer when the caller has it
+        (-1: not known). A read that is one event (a paced upstream's) was just refused
+        whole: it is not asked again."""
+        if known >= 0:
+            return known
         if not pos and end == len(data):
             return pos
         return run_end(data, pos, self._want_now())

@@ -5,6 +5,7 @@ shortcut must send what `_act` sends and end the round the same way."""
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -35,24 +36,17 @@ class _Exchange:
         return list(self.events)
 
 
-class _Response(UpstreamResponse):
-    """A body already read whole (or a stream that ends at once); released without an await.
-    An UpstreamResponse, as the shell is compiled (setup.py) and checks its arguments' types."""
+class _Body(httpx.AsyncByteStream):
+    """A body that is there whole, as a stream."""
 
-    def __init__(self) -> None:
-        super().__init__(200, [])
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield b'{"id":"x"}'
 
-    async def _body(self) -> bytes:
-        return b'{"id":"x"}'
 
-    def read(self) -> Any:
-        return self._body()
-
-    def released(self) -> bool:
-        return True
-
-    def chunks(self, *, decoded: bool) -> Any:
-        return _no_chunks()
+def _response() -> UpstreamResponse:
+    """A whole body, as any httpx client's answer comes to the shell (the compiled shell
+    checks its arguments' types: an UpstreamResponse, not a stand-in)."""
+    return UpstreamResponse.of(httpx.Response(200, stream=_Body()))
 
 
 def _request(request_id: str = "req_1") -> ExchangeRequest:
@@ -62,11 +56,6 @@ def _request(request_id: str = "req_1") -> ExchangeRequest:
     return ExchangeRequest(
         codec, Route(name="r", upstream="http://127.0.0.1:9/v1"), "", [], request_id, log
     )
-
-
-async def _no_chunks() -> Any:
-    for chunk in ():  # a stream whose body ends at once
-        yield chunk
 
 
 async def _through(events: list[ExchangeEvent], *, shortcut: bool) -> tuple[object, list[Any]]:
@@ -81,7 +70,7 @@ async def _through(events: list[ExchangeEvent], *, shortcut: bool) -> tuple[obje
     try:
         if shortcut:
             exchange: Any = _Exchange(events)
-            response: Any = _Response()
+            response = _response()
             step = await handler._message_round(req, exchange, writer, response)
         else:
             step = await handler._act(req, writer, events)
@@ -139,11 +128,10 @@ async def test_a_round_that_breaks_tells_the_client(
         handler = ExchangeHandler(httpx.AsyncClient(), Metrics())
         req = _request("req_9")
         exchange: Any = _Failing(error)
-        response: Any = _Response()
         # A whole message: the error is raised for the app to answer with its status.
         writer = MessageWriter(_ignore, 200, [])
         with pytest.raises(ProxyError) as raised:
-            await handler._rounds(req, exchange, writer, response)
+            await handler._rounds(req, exchange, writer, _response())
         assert raised.value.code == code
         # A stream: the error event ends it.
         sent: list[Any] = []
@@ -152,7 +140,7 @@ async def test_a_round_that_breaks_tells_the_client(
             sent.append(message)
 
         stream = EventStreamWriter(send, [], render=exchange.stream_error)
-        assert await handler._rounds(req, exchange, stream, response) == 200
+        assert await handler._rounds(req, exchange, stream, _response()) == 200
         assert b"".join(m.get("body", b"") for m in sent) == b"data: " + code.encode() + b"\n\n"
         assert req.log.fields["error"] == code
     finally:
