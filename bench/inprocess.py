@@ -172,7 +172,7 @@ def _floor_request(port: int, body: bytes) -> Callable[[], Awaitable[None]]:
     key = ("http", "127.0.0.1", port)
 
     async def one() -> None:
-        raw = await transport.send_head(
+        raw = await transport.pool.send_head(
             key, head, body, connect_timeout=None, read_timeout=None, answer=RawResponse
         )
         async for _ in raw.stream:

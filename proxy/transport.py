@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any, TypeVar, cast
+from collections.abc import AsyncIterator, Callable
+from typing import TypeVar, cast
 
 import httptools
 import httpx
@@ -482,8 +482,9 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
 
     There is no cap on open connections (the proxy opens one per in-flight upstream request,
     as its clients decide); idle ones are kept up to `max_keepalive_connections` per origin
-    for `keepalive_expiry` seconds. The work is its `pool`'s (a native class: a method call
-    on this one goes through CPython's attribute lookup, from compiled code too).
+    for `keepalive_expiry` seconds. The work is its `pool`'s, which the proxy's own calls use
+    directly (`pool.send_head`): a native class, where a method call on this one goes through
+    CPython's attribute lookup, from compiled code too.
     """
 
     def __init__(
@@ -516,28 +517,6 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
         except httpx.RequestError as exc:
             exc.request = request  # as httpx's own client does
             raise
-
-    def send_head(
-        self,
-        key: _Origin,
-        head: bytes,
-        body: bytes,
-        *,
-        connect_timeout: float | None,
-        read_timeout: float | None,
-        answer: Callable[[int, list[tuple[bytes, bytes]], ResponseBody], _Answer],
-        request: httpx.Request | None = None,
-    ) -> Coroutine[Any, Any, _Answer]:
-        """`ConnectionPool.send_head`, to await."""
-        return self.pool.send_head(
-            key,
-            head,
-            body,
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
-            answer=answer,
-            request=request,
-        )
 
     async def aclose(self) -> None:
         self.pool.close()
