@@ -124,6 +124,27 @@ class Choices:
                 kept.append(choice)
         return changed, kept
 
+    def takes_plain_start(self, text: str) -> bool:
+        """`text`, the first content of the only choice (index 0), read from the bytes of an
+        event the stream forwards as they came: taken when its scanner, new, passes it on
+        whole at once (TextCallScanner.takes_plain_start), as `_scan_text` would have fed
+        it. False: nothing was done (the event takes the general path)."""
+        state = self._states.get(0)
+        if (
+            not self._text_calls
+            or state is None
+            or len(self._states) != 1
+            or state.scanner is not None
+            or state.finished
+        ):
+            return False
+        scanner = TextCallScanner(self._ids.facts.offered_tools)
+        if not scanner.takes_plain_start(text):
+            return False
+        state.scanner = scanner
+        self.holding_text = self._held_text()
+        return True
+
     def held_call(self, index: object) -> tuple[ChoiceCalls, int] | None:
         """A call of the choice at `index` that waits for complete arguments: its choice's
         calls and its upstream index."""

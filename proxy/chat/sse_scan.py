@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import NamedTuple
 
 PLAIN = 1
 TOOL_CALLS = 2
@@ -99,19 +100,42 @@ def run_end_py(data: bytes, pos: int, want: int) -> int:
     return pos
 
 
-def _native() -> tuple[Callable[[bytes, int], int], Callable[[bytes, int, int], int]] | None:
+def event_at_py(data: bytes, pos: int) -> int:
+    """The end of the event at `pos` (just past the first blank line from `pos`): positive
+    when that event is one whole `data: {...}` line with no CR, as the SSE decoder would read
+    it (its data is then `data[pos + 6:end - 2]`, with no other lines), negative for any other
+    event; `-len(data)` when no blank line follows. `pos` must lie inside `data`."""
+    if not 0 <= pos < len(data):
+        raise ValueError("event_at() position out of range")
+    found = data.find(b"\n\n", pos)
+    if found < 0:
+        return -len(data)
+    end = found + 2
+    event = data[pos:end]
+    one_line = (
+        event.startswith(b"data: {") and b"\r" not in event and event.find(b"\n") == found - pos
+    )
+    return end if one_line else -end
+
+
+class _Native(NamedTuple):
+    scan: Callable[[bytes, int], int]
+    run_end: Callable[[bytes, int, int], int]
+    event_at: Callable[[bytes, int], int]
+
+
+def _native() -> _Native | None:
     try:
-        from proxy.chat._sse_scan import (  # type: ignore[import-not-found]
-            run_end as native_run_end,
-        )
-        from proxy.chat._sse_scan import scan as native
-    except ImportError:  # not compiled here (no C compiler at install time): scan_py serves
+        from proxy.chat import _sse_scan  # type: ignore[attr-defined]
+    except ImportError:  # not compiled here (no C compiler at install time): the _py ones serve
         return None
-    return native, native_run_end
+    return _Native(_sse_scan.scan, _sse_scan.run_end, _sse_scan.event_at)
 
 
 _compiled = _native()
-native_scan = _compiled[0] if _compiled is not None else None
-native_run_end = _compiled[1] if _compiled is not None else None
+native_scan = _compiled.scan if _compiled is not None else None
+native_run_end = _compiled.run_end if _compiled is not None else None
+native_event_at = _compiled.event_at if _compiled is not None else None
 scan: Callable[[bytes, int], int] = native_scan or scan_py
 run_end: Callable[[bytes, int, int], int] = native_run_end or run_end_py
+event_at: Callable[[bytes, int], int] = native_event_at or event_at_py

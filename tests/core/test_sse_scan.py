@@ -251,3 +251,69 @@ def test_run_end_refuses_a_position_outside_the_read() -> None:
     assert sse_scan.native_run_end is not None
     with pytest.raises(ValueError):
         sse_scan.native_run_end(b"data: {}\n\n", 11, 0)
+
+
+# -- event_at: where the event at a position ends, and whether it is one data line ----------
+
+
+def event_at_by_definition(data: bytes, pos: int) -> int:
+    """As the stream's loop used to ask it: the first blank line from `pos`, then the SSE
+    decoder's view of that event (one `data: {` line, no CR, no other newline)."""
+    found = data.find(b"\n\n", pos)
+    if found < 0:
+        return -len(data)
+    end = found + 2
+    event = data[pos:end]
+    lines = event[:-2].split(b"\n")
+    one_line = len(lines) == 1 and lines[0].startswith(b"data: {") and b"\r" not in event
+    return end if one_line else -end
+
+
+@pytest.mark.parametrize(
+    ("data", "pos", "expected"),
+    [
+        (NULL_CHUNK, 0, len(NULL_CHUNK)),
+        (NULL_CHUNK * 2, len(NULL_CHUNK), 2 * len(NULL_CHUNK)),
+        (b"data: {\n\n", 0, 9),
+        (b"data: [DONE]\n\n", 0, -14),
+        (b": keep-alive\n\n" + NULL_CHUNK, 0, -14),
+        (b'data: {"a":1}\ndata: {"b":2}\n\n', 0, -29),
+        (b"data: {\r}\n\n", 0, -11),
+        (b"data: {}\r\n\r\n", 0, -12),
+        (b"data: {}\n", 0, -9),
+        (b"xdata: {}\n\n", 1, 11),
+    ],
+)
+def test_event_at_examples(data: bytes, pos: int, expected: int) -> None:
+    assert sse_scan.event_at_py(data, pos) == expected
+    assert sse_scan.native_event_at is not None
+    assert sse_scan.native_event_at(data, pos) == expected
+
+
+@settings(max_examples=2000, deadline=None)
+@given(data=runs(), at=st.integers(min_value=0, max_value=300))
+def test_event_at_matches_the_decoders_view(data: bytes, at: int) -> None:
+    if not data:
+        return
+    pos = min(at, len(data) - 1)
+    expected = event_at_by_definition(data, pos)
+    assert sse_scan.event_at_py(data, pos) == expected
+    assert sse_scan.native_event_at is not None
+    assert sse_scan.native_event_at(data, pos) == expected
+
+
+@settings(max_examples=500, deadline=None)
+@given(data=st.binary(min_size=1, max_size=200), at=st.integers(0, 250))
+def test_event_at_native_and_python_agree_on_any_bytes(data: bytes, at: int) -> None:
+    pos = min(at, len(data) - 1)
+    assert sse_scan.native_event_at is not None
+    assert sse_scan.native_event_at(data, pos) == sse_scan.event_at_py(data, pos)
+
+
+@pytest.mark.parametrize("pos", [-1, 10, 11])
+def test_event_at_refuses_a_position_outside_the_read(pos: int) -> None:
+    assert sse_scan.native_event_at is not None
+    with pytest.raises(ValueError):
+        sse_scan.native_event_at(b"data: {}\n\n", pos)
+    with pytest.raises(ValueError):
+        sse_scan.event_at_py(b"data: {}\n\n", pos)

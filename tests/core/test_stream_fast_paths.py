@@ -12,6 +12,7 @@ from helpers import (
     assistant,
     call_summary,
     calls,
+    chunk,
     content_of,
     finish,
     frag,
@@ -291,3 +292,108 @@ def test_a_fragment_that_may_be_a_final_flush_is_not_taken() -> None:
         expected = _outcome(data, [data])
     assert _outcome(data, [data]) == expected
     assert "arguments_flush" in kinds(expected[1])
+
+
+# -- the first content taken from its bytes (tools offered: text calls are recovered) ----------
+
+READ_FILE = {"type": "function", "function": {"name": "read_file", "parameters": {}}}
+# Tools offered and a history that answered a call: the round may end in a follow-up, so the
+# rule looks for usage too, as on the stream agents get.
+TOOLS_BODY = request(
+    [
+        {"role": "user", "content": "hi"},
+        assistant(hcall(NATIVE, "read_file", ARGS)),
+        tool_msg(NATIVE),
+    ],
+    tools=[READ_FILE],
+)
+WHOLE_CALL = '{"name": "read_file", "arguments": {"path": "a.py"}}'
+FIRST_TEXTS = st.sampled_from(
+    [
+        *("Hello", "a", "é, then more", " leading space", "\u00a0no-break space", "\n", "{"),
+        *("[", WHOLE_CALL, '[{"name": "read_file"', "<tool_call>", "a<b", "x[y", 'say "hi"'),
+        *("tab\there", "[TOOL_CALLS]", "``` json", "", "a\\b"),
+    ]
+)
+LATER_TEXTS = st.sampled_from(
+    [" more text", " {", WHOLE_CALL, "<tool_call>", "[TOOL_CALLS]", "done.", "\n"]
+)
+FIRST_SHAPES = st.sampled_from(
+    ["plain"] * 4 + ["with role", "usage", "finish", "other index", "logprobs", "first"]
+)
+
+
+def _first_event(first: str, shape: str) -> dict[str, Any]:
+    if shape == "with role":
+        return chunk({"role": "assistant", "content": first})
+    if shape == "usage":
+        return text(first, usage={"prompt_tokens": 1})
+    if shape == "finish":
+        return text(first, finish="stop")
+    if shape == "other index":
+        return text(first, choice=1)
+    event = text(first)
+    if shape == "logprobs":
+        event["choices"][0]["logprobs"] = {"content": []}
+    return event
+
+
+def _without_plain_start() -> Any:
+    return mock.patch.object(stream, "PLAIN_START", False)
+
+
+def _text_calls_run(reads: list[bytes]) -> tuple[StreamSanitizer, bytes]:
+    core = StreamSanitizer(Setup(body=TOOLS_BODY).ids(), text_tool_calls=True)
+    out = b"".join(piece for read in reads for piece in core.feed(read))
+    return core, out + b"".join(core.end())
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    first=FIRST_TEXTS,
+    shape=FIRST_SHAPES,
+    later=st.lists(LATER_TEXTS, max_size=4),
+    by_event=st.booleans(),
+)
+def test_the_plain_start_sends_and_decides_what_the_general_path_does(
+    first: str, shape: str, later: list[str], by_event: bool
+) -> None:
+    events = [_first_event(first, shape), *(text(t) for t in later), finish("stop")]
+    if shape != "first":
+        events.insert(0, role())
+    data = sse(*events)
+    reads = [sse(event, done=False) for event in events] + [b"data: [DONE]\n\n"]
+    chosen = reads if by_event else [data]
+    with _without_plain_start():
+        general, expected = _text_calls_run(chosen)
+    core, out = _text_calls_run(chosen)
+    assert (out, core.notes, core.followup) == (expected, general.notes, general.followup)
+
+
+def test_a_plain_first_content_is_taken_from_its_bytes() -> None:
+    data = sse(role(), text("Hello"), text(" there"), text(" {"), finish("stop"))
+    core, out = _text_calls_run([data])
+    with _without_plain_start():
+        general, general_out = _text_calls_run([data])
+    assert out == general_out
+    assert content_of(parse_sse(out)) == "Hello there {"
+    # the first content is not parsed: the role chunk and the finish are
+    assert general.parsed_chunks == core.parsed_chunks + 1 == 3
+
+
+def test_a_first_content_that_may_be_a_whole_message_call_is_still_recovered() -> None:
+    data = sse(role(), text(WHOLE_CALL[:20]), text(WHOLE_CALL[20:]), finish("stop"))
+    _, out = _text_calls_run([data])
+    events = parse_sse(out)
+    assert [(name, args) for _, name, args in call_summary(events)] == [
+        ("read_file", '{"path":"a.py"}')
+    ]
+    assert content_of(events) == ""
+
+
+def test_later_json_is_text_once_a_plain_first_content_was_taken() -> None:
+    data = sse(role(), text("Here: "), text(WHOLE_CALL), finish("stop"))
+    core, out = _text_calls_run([data])
+    assert core.parsed_chunks == 2  # the role chunk and the finish
+    assert content_of(parse_sse(out)) == "Here: " + WHOLE_CALL
+    assert call_summary(parse_sse(out)) == []

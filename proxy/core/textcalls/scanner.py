@@ -45,6 +45,27 @@ class TextCallScanner:
         self._markers.examined += len(text)
         return True
 
+    def takes_plain_start(self, text: str) -> bool:
+        """Take `text` as the first content this scanner sees when both stages would pass it
+        on whole at once: its first character is neither whitespace nor `{`/`[` (the whole
+        message cannot be one JSON call) and no marker can start in it. Then the scanner is
+        where `feed(text)` would leave it, returning `[text]`, without the stages' calls.
+        False: nothing was done (feed it)."""
+        if (
+            not SHORTCUT
+            or self.staged
+            or not self.holding
+            or not text
+            or text[0] in "{["
+            or text[0].isspace()
+            or may_open(text)
+        ):
+            return False
+        self._whole.let_go()
+        self._markers.examined += len(text)
+        self.holding = self._markers.holding
+        return True
+
     def feed(self, text: str) -> list[Segment]:
         if self.passes(text):  # without the stages' look at its tail character by character
             return [text] if text else []

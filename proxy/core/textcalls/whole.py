@@ -94,6 +94,15 @@ class WholeMessage:
             return self._release()
         return None
 
+    def let_go(self) -> None:
+        """The first content's first character is neither whitespace nor an opening
+        bracket: the whole message cannot be one JSON call. What `feed` does with such text
+        (it looks at that one character and passes the text on), for a caller that has
+        already looked (TextCallScanner.takes_plain_start)."""
+        if self._state == _WAITING and not self._pieces:
+            self.examined += 1
+            self._state = _OFF
+
     def end(self) -> list[RecoveredCall] | str:
         """The calls the whole content was, or the text to pass on."""
         if self._state == _AFTER:
