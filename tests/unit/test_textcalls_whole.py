@@ -177,5 +177,6 @@ def test_stream_json_after_prose_stays_text_and_the_hot_path_resumes() -> None:
     events += [event({"content": CALL[i : i + 5]}) for i in range(0, len(CALL), 5)]
     core, out = stream([*events, event({}, "stop")])
     assert client_view(out) == ("Hello. " + CALL, [], "stop")
-    # the role chunk, the first content (decides: not a whole-message call), the finish
-    assert core.parsed_chunks == 3
+    # the role chunk and the finish: the first content decides that the message is not one
+    # JSON call from its bytes (stream.PLAIN_START), and the JSON after it is text
+    assert core.parsed_chunks == 2
