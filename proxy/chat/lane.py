@@ -68,10 +68,12 @@ class FragmentLane:
             text = orjson.dumps(template)
         except orjson.JSONEncodeError:  # nested past orjson's depth: no lane
             return None
-        at = text.find(_MARKER_JSON)
-        if at < 0 or text.find(_MARKER_JSON, at + 1) >= 0:
+        # split, not find: bytes.find parses its arguments into a tuple (about 1.5K
+        # instructions from compiled code); split is one call for both questions
+        parts = text.split(_MARKER_JSON)
+        if len(parts) != 2:
             return None  # the marker's text occurs elsewhere too: no exact cut
-        return cls(b"data: " + text[:at], text[at + len(_MARKER_JSON) :] + b"\n\n", calls, index)
+        return cls(b"data: " + parts[0], parts[1] + b"\n\n", calls, index)
 
     def take(self, data: bytes, start: int, end: int) -> bool:
         """Take the event `data[start:end]` (it ends with its blank line) when it is the

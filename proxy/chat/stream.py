@@ -462,7 +462,8 @@ class StreamSanitizer:
             or (lane is not None and (lane.calls, lane.index) == held)
         ):
             return
-        self._lane = FragmentLane.draw(chunk, choices[0], *held)
+        calls, index = held  # spelled out: a starred call goes through a generic call
+        self._lane = FragmentLane.draw(chunk, choices[0], calls, index)
 
     def _chunk(self, chunk: dict[str, Any]) -> Outcome:
         """Rewrites a parsed chunk in place."""
