@@ -20,6 +20,7 @@ from enum import Enum, auto
 from typing import Any
 
 import orjson
+from mypy_extensions import mypyc_attr
 
 from proxy.chat.followup import build_followup
 from proxy.chat.history import HistoryFacts, translate_request
@@ -67,6 +68,8 @@ _STREAMING = StreamPhase.STREAMING
 _STREAM_DONE = StreamPhase.DONE
 
 
+# mypyc compiles this module; an exception class of a built-in base stays a Python class.
+@mypyc_attr(native_class=False)
 class ExchangeClosed(RuntimeError):
     """Input after the exchange ended, or before a round began: a bug in the shell."""
 
@@ -119,7 +122,7 @@ class RoundPhases:
             notes.clear()
 
     def _finish(self, body: bytes) -> list[ExchangeEvent]:
-        self._forwarded = True
+        self._mark_forwarded()
         self._move(ExchangePhase.ENDED)
         return [Forward(data=body, last=True)]
 
@@ -140,7 +143,16 @@ class RoundPhases:
 
     def _loop(self, error: ReplayLoopDetected) -> LoopDetected:
         self._move(ExchangePhase.FAILED)
-        return LoopDetected(error=error, before_first_byte=not self._forwarded)
+        return LoopDetected(error=error, before_first_byte=not self._was_forwarded())
+
+    # Some bytes of the response reached the shell: `_forwarded` here, what a surface keeps
+    # elsewhere in its overrides (methods, not a property over the attribute: compiled, the
+    # methods above read a declared attribute directly, past a subclass's property).
+    def _mark_forwarded(self) -> None:
+        self._forwarded = True
+
+    def _was_forwarded(self) -> bool:
+        return self._forwarded
 
     def _check_receiving(self) -> None:
         if self.phase is not ExchangePhase.RECEIVING:

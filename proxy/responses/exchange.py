@@ -186,14 +186,12 @@ class ResponsesExchange(RoundPhases):
 
     # -- across rounds (the rest is RoundPhases') ------------------------------------------------
 
-    @property
-    def _forwarded(self) -> bool:
+    def _was_forwarded(self) -> bool:
         """Some bytes of the response reached the shell (the carry's head gate knows)."""
         return self._carry.released
 
-    @_forwarded.setter
-    def _forwarded(self, value: bool) -> None:
-        self._carry.released = value
+    def _mark_forwarded(self) -> None:
+        self._carry.released = True
 
     def _followup(self, followup: RoundFollowup) -> ExchangeEvent:
         return self._open_followup(
