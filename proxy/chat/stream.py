@@ -279,7 +279,8 @@ class StreamSanitizer:
                 continue
             event = data[pos:end]
             if one_line:
-                handled = self._plain_event(event)
+                built = lane.left_chunk(data, pos) if lane is not None else None
+                handled = self._plain_event(event, built)
                 intact = intact and len(handled) == 1 and handled[0] is event
                 out += handled
             else:
@@ -364,13 +365,17 @@ class StreamSanitizer:
             want |= CONTENT if self._choices.holding_text else MARKUP
         return want
 
-    def _plain_event(self, event: bytes) -> list[bytes]:
+    def _plain_event(self, event: bytes, chunk: dict[str, Any] | None = None) -> list[bytes]:
         """One `data: {...}\\n\\n` event, as `_handle` would take it from the decoder (the
         decoder's split and event object: about 23K instructions an event); unchanged, it
-        leaves as the bytes that arrived. The rule does not forward it (or is not asked)."""
+        leaves as the bytes that arrived. The rule does not forward it (or is not asked).
+        `chunk`: what it parses into, when the lane built that (`FragmentLane.left_chunk`)."""
         out: list[bytes] = []
         try:
-            self._parsed_event(event[6:-2], (), out, event)
+            if chunk is None:
+                self._parsed_event(event[6:-2], (), out, event)
+            else:
+                self._parsed_chunk(chunk, b"", (), out, event)
         except ReplayLoopDetected as exc:
             self._trip(exc, out)
         return out
@@ -429,6 +434,17 @@ class StreamSanitizer:
         if not isinstance(chunk, dict):
             out.append(encode_event(data, other))
             return
+        self._parsed_chunk(chunk, data, other, out, framed)
+
+    def _parsed_chunk(
+        self,
+        chunk: dict[str, Any],
+        data: bytes,
+        other: tuple[bytes, ...],
+        out: list[bytes],
+        framed: bytes | None,
+    ) -> None:
+        """The chunk an event's data parsed into; `data` is only read when `framed` is None."""
         choices = chunk.get("choices")  # as it came: _chunk may replace the list
         outcome = self._chunk(chunk)
         if outcome is _DROP:

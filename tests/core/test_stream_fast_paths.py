@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 from unittest import mock
 
+import orjson
+import pytest
 from helpers import (
     Setup,
     assistant,
@@ -33,6 +35,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.chat import stream
+from proxy.chat.calls import ChoiceCalls
+from proxy.chat.lane import FragmentLane
 from proxy.chat.stream import StreamSanitizer
 from proxy.core.notes import DeltaRepaired
 
@@ -271,6 +275,7 @@ def test_the_lane_takes_a_held_calls_fragments_and_leaves_the_completing_one() -
     # The two fragments that cannot complete the arguments; the closing one is parsed.
     assert core._lane is not None and core._lane.taken == 2
     assert call_summary(parse_sse(out)) == [(minted(2, 0), "read_file", '{"path":"b.py"}')]
+    assert core._lane.built == 1  # the completing one: built from the lane's chunk, not parsed
     with _without_lane():
         general, general_out = _run(data, [data])
         assert (general_out, general.notes) == (out, core.notes)
@@ -397,3 +402,27 @@ def test_later_json_is_text_once_a_plain_first_content_was_taken() -> None:
     assert core.parsed_chunks == 2  # the role chunk and the finish
     assert content_of(parse_sse(out)) == "Here: " + WHOLE_CALL
     assert call_summary(parse_sse(out)) == []
+
+
+@pytest.mark.parametrize("fragment", ["}", '"é"}', '\\"}', " ] } "])
+def test_the_chunk_left_to_the_general_path_is_what_its_bytes_parse_into(fragment: str) -> None:
+    header_chunk = calls(header(0, HELD_ID, "read_file"), x_groq={"id": "req_1", "n": [1.5]})
+    lane = FragmentLane.draw(header_chunk, header_chunk["choices"][0], _calls(), 0)
+    assert lane is not None
+    event = sse(calls(frag(0, fragment), x_groq={"id": "req_1", "n": [1.5]}), done=False)
+    data = b"data: [DONE]\n\n" + event
+    start = len(data) - len(event)
+    assert not lane.take(data, start, len(data))  # may complete the call: left
+    assert lane.left_chunk(data, start - 1) is None  # another event
+    built = lane.left_chunk(data, start)
+    assert built == orjson.loads(event[6:-2])
+    assert list(built) == list(orjson.loads(event[6:-2]))  # the keys in their order
+    assert lane.left_chunk(data, start) is None  # answered once
+
+
+def _calls() -> ChoiceCalls:
+    core = Setup(body=HELD_BODY, dialect="kimi").core()
+    core.feed(sse(calls(header(0, HELD_ID, "read_file")), done=False))
+    held = core._choices.held_call(0)
+    assert held is not None
+    return held[0]
