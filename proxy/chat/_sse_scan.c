@@ -60,11 +60,11 @@ is_plain(const char *data, Py_ssize_t size)
 /* The keys below are found by a memchr for one byte every occurrence must hold at a known
  * offset, then a compare around each hit. glibc's memchr reads 16 or 32 bytes per step while
  * memmem costs several instructions per byte, and these bytes are few in a chunk: `_` is in
- * `tool_calls` and `"finish_reason"` (and in `system_fingerprint`), `u` in `"usage"` (and in
- * `chat.completion.chunk`; `g`, the first choice, is in both `logprobs` and
- * `system_fingerprint`: each hit is a memchr restarted, about 35 instructions). Counted under
- * callgrind on the benchmark's events: about 4 instructions per byte with memmem, 9 with
- * usage and markup looked for; see bench.inprocess. */
+ * `tool_calls` and `"finish_reason"` (and in `system_fingerprint`), `g` in `"usage"` (and in
+ * `logprobs` and `system_fingerprint`: two hits an OpenAI-shaped event, each a memchr
+ * restarted, about 35 instructions; `u` has three, in `chunk` and in each `null`). Counted
+ * under callgrind on the benchmark's events: about 4 instructions per byte with memmem, 9
+ * with usage and markup looked for; see bench.inprocess. */
 static int
 at_offset(const char *data, const char *end, const char *hit, Py_ssize_t offset,
           const char *needle, Py_ssize_t length)
@@ -142,8 +142,8 @@ first_usage(const char *data, const char *limit, const char *end)
     static const char KEY[] = "\"usage\"";
     const char *at = data;
 
-    while ((at = memchr(at, 'u', (size_t)(limit - at))) != NULL) {
-        if (at > data && at[-1] == '"' && at_offset(data, end, at, 1, KEY, sizeof(KEY) - 1)) {
+    while ((at = memchr(at, 'g', (size_t)(limit - at))) != NULL) {
+        if (at > data && at[-1] == 'a' && at_offset(data, end, at, 4, KEY, sizeof(KEY) - 1)) {
             return at;
         }
         at++;
