@@ -22,6 +22,11 @@ The flags:
   role, usage) keep the hot path.
 The answer is 0 unless PLAIN. TOOL_CALLS, then LIVE_FINISH, end the scan when found, since
 either alone sends the read down the general path.
+
+`run_end(data, pos, want)` is the same rule asked of the run of events from `pos`: where the
+run that the scan would forward ends. `event_at(data, pos)` is how a read the rule refused is
+walked event by event: where the event at `pos` ends, and whether it is one `data: {...}` line
+(the decoder's view). Each has its `_py` reference here, held to the compiled one by the tests.
 """
 
 from __future__ import annotations
