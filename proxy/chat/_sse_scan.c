@@ -229,23 +229,36 @@ has_content(const char *data, Py_ssize_t size)
     return first_content(data, data + size, data + size) != NULL;
 }
 
+static int
+bytes_and_int(PyObject *const *args, Py_ssize_t nargs, const char *usage, const char **data,
+              Py_ssize_t *size, Py_ssize_t *value)
+{
+    /* The arguments scan() and event_at() take: bytes, then an int. 0 with an error set when
+     * they are not (`usage` is the TypeError's message). */
+    if (nargs != 2 || !PyBytes_Check(args[0]) || !PyLong_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return 0;
+    }
+    *value = PyLong_AsSsize_t(args[1]);
+    if (*value == -1 && PyErr_Occurred()) {
+        return 0;
+    }
+    *data = PyBytes_AS_STRING(args[0]);
+    *size = PyBytes_GET_SIZE(args[0]);
+    return 1;
+}
+
 static PyObject *
 scan(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     const char *data;
-    Py_ssize_t size;
+    Py_ssize_t size, want_arg;
     long want, flags = PLAIN;
 
-    if (nargs != 2 || !PyBytes_Check(args[0]) || !PyLong_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "scan() takes bytes and an int");
+    if (!bytes_and_int(args, nargs, "scan() takes bytes and an int", &data, &size, &want_arg)) {
         return NULL;
     }
-    want = PyLong_AsLong(args[1]);
-    if (want == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    data = PyBytes_AS_STRING(args[0]);
-    size = PyBytes_GET_SIZE(args[0]);
+    want = (long)want_arg;
     if (!is_plain(data, size)) {
         return PyLong_FromLong(0);
     }
@@ -404,16 +417,9 @@ event_at(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     const char *data, *at, *end, *first, *blank;
     Py_ssize_t size, pos, stop;
 
-    if (nargs != 2 || !PyBytes_Check(args[0]) || !PyLong_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "event_at() takes bytes and an int");
+    if (!bytes_and_int(args, nargs, "event_at() takes bytes and an int", &data, &size, &pos)) {
         return NULL;
     }
-    pos = PyLong_AsSsize_t(args[1]);
-    if (pos == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    data = PyBytes_AS_STRING(args[0]);
-    size = PyBytes_GET_SIZE(args[0]);
     if (pos < 0 || pos >= size) {
         PyErr_SetString(PyExc_ValueError, "event_at() position out of range");
         return NULL;
