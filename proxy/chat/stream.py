@@ -24,7 +24,7 @@ the table does not list raises StreamStateError.
 from __future__ import annotations
 
 from enum import Enum, auto
-from typing import Any
+from typing import Any, Final
 
 import orjson
 from mypy_extensions import mypyc_attr
@@ -117,7 +117,7 @@ _PLAIN_START_HEAD = b'"choices":[{"index":0,"delta":{"content":"'
 
 # `data: [DONE]` read whole in a refused read: the event the decoder would have made of it.
 _DONE_READ = SSEEvent(b"[DONE]")
-_DONE_SIZE = len(DONE_EVENT)
+_DONE_SIZE: Final = len(DONE_EVENT)
 
 
 # mypyc compiles this module; an exception class of a built-in base stays a Python class.
@@ -261,16 +261,13 @@ class StreamSanitizer:
                     intact = False
                     run = -1
                     continue
-            lane = self._lane
-            if lane is not None and lane.take(data, pos, end):
+            if self._lane_takes(data, pos, end):
                 pos = end  # dropped, as the general path would: the read is not intact
                 intact = False
                 run = -1
                 continue
-            cut = self._forwardable_run(data, pos, end, run)
+            cut = self._forwardable_run(data, pos, end, run, one_line)
             run = -1  # it was the answer for the read's first position only
-            if cut == pos and one_line and self._choices.holding_text:
-                cut = self._plain_start(data, pos, end)
             if cut == size and intact:
                 return self._forward_run(data, pos)
             if cut > pos:
@@ -279,8 +276,7 @@ class StreamSanitizer:
                 continue
             event = data[pos:end]
             if one_line:
-                built = lane.left_chunk(data, pos) if lane is not None else None
-                handled = self._plain_event(event, built)
+                handled = self._one_line_event(data, pos, event)
                 intact = intact and len(handled) == 1 and handled[0] is event
                 out += handled
             else:
@@ -291,16 +287,35 @@ class StreamSanitizer:
             pos = end
         return out
 
-    def _forwardable_run(self, data: bytes, pos: int, end: int, known: int = -1) -> int:
+    def _lane_takes(self, data: bytes, pos: int, end: int) -> bool:
+        """Did the fragment lane take the event `data[pos:end]` (`lane.py`)?"""
+        lane = self._lane
+        return lane is not None and lane.take(data, pos, end)
+
+    def _one_line_event(self, data: bytes, pos: int, event: bytes) -> list[bytes]:
+        """The one-line event `event` at `pos` of `data`, refused by the rule, on the general
+        path; parsed, or built by the lane when it left the event to the general path."""
+        lane = self._lane
+        return self._plain_event(event, lane.left_chunk(data, pos) if lane is not None else None)
+
+    def _forwardable_run(
+        self, data: bytes, pos: int, end: int, known: int = -1, one_line: bool = False
+    ) -> int:
         """Where the run of events from `pos` that the rule forwards ends (`pos`: none);
         `end`: the end of the event at `pos`; `known`: that answer when the caller has it
         (-1: not known). A read that is one event (a paced upstream's) was just refused
-        whole: it is not asked again."""
+        whole: it is not asked again. `one_line`: the event at `pos` is one `data: {...}`
+        line, whose first content may be taken from its bytes (`_plain_start`) when the
+        rule refuses it."""
         if known >= 0:
-            return known
-        if not pos and end == len(data):
-            return pos
-        return run_end(data, pos, self._want_now())
+            cut = known
+        elif not pos and end == len(data):
+            cut = pos
+        else:
+            cut = run_end(data, pos, self._want_now())
+        if cut == pos and one_line and self._choices.holding_text:
+            return self._plain_start(data, pos, end)
+        return cut
 
     def _plain_start(self, data: bytes, pos: int, end: int) -> int:
         """The one-line event `data[pos:end]`, refused while a scanner must see all content
