@@ -47,6 +47,9 @@ from setuptools import Extension, setup
 #   time, while a build in a developer's environment (where they were installed) worked.
 #   Seen, a value is checked against its declared type: where a package's stubs say less than
 #   the truth (httptools' URL parts may be None), the value is typed Any.
+# - A subclass cannot replace a base's declared attribute with a property: compiled methods of
+#   the base read the attribute's slot directly (the exchanges' `RoundPhases` asks overridable
+#   methods instead). The three exchanges are compiled together, since each subclasses it.
 COMPILED = [
     "proxy/chat/calls.py",
     "proxy/chat/codec.py",
