@@ -306,14 +306,14 @@ class StreamSanitizer:
         (-1: not known). A read that is one event (a paced upstream's) was just refused
         whole: it is not asked again. `one_line`: the event at `pos` is one `data: {...}`
         line, whose first content may be taken from its bytes (`_plain_start`) when the
-        rule refuses it."""
+        rule refuses it and text calls are recovered."""
         if known >= 0:
             cut = known
         elif not pos and end == len(data):
             cut = pos
         else:
             cut = run_end(data, pos, self._want_now())
-        if cut == pos and one_line and self._choices.holding_text:
+        if cut == pos and one_line and self._text_calls and self._choices.holding_text:
             return self._plain_start(data, pos, end)
         return cut
 
@@ -328,7 +328,7 @@ class StreamSanitizer:
 
         Taken only in OpenAI's shape with JSON text that holds no escape (a backslash, or
         any byte of a marker): then the bytes between the quotes are the text."""
-        if not PLAIN_START or not self._text_calls:
+        if not PLAIN_START:
             return pos
         before, head, rest = data[pos:end].partition(_PLAIN_START_HEAD)
         if not head or before[-1:] not in (b"{", b","):

@@ -55,13 +55,10 @@ class TextCallScanner:
             not SHORTCUT
             or self.staged
             or not self.holding
-            or not text
-            or text[0] in "{["
-            or text[0].isspace()
             or may_open(text)
+            or not self._whole.passes_at_once(text)
         ):
             return False
-        self._whole.let_go()
         self._markers.examined += len(text)
         self.holding = self._markers.holding
         return True

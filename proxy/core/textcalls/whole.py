@@ -94,14 +94,23 @@ class WholeMessage:
             return self._release()
         return None
 
-    def let_go(self) -> None:
-        """The first content's first character is neither whitespace nor an opening
-        bracket: the whole message cannot be one JSON call. What `feed` does with such text
-        (it looks at that one character and passes the text on), for a caller that has
-        already looked (TextCallScanner.takes_plain_start)."""
-        if self._state == _WAITING and not self._pieces:
-            self.examined += 1
-            self._state = _OFF
+    def passes_at_once(self, text: str) -> bool:
+        """Take `text` as the first content when `feed` would pass it on at once: nothing
+        seen yet, and its first character is neither whitespace nor an opening bracket (the
+        whole message cannot be one JSON call). True: the stage is where `feed(text)` would
+        leave it, without keeping the text (TextCallScanner.takes_plain_start); False:
+        nothing was done."""
+        if (
+            self._state != _WAITING
+            or self._pieces
+            or not text
+            or text[0] in "{["
+            or text[0].isspace()  # what _NON_SPACE (`\S`) calls whitespace
+        ):
+            return False
+        self.examined += 1  # the one character feed would look at
+        self._state = _OFF
+        return True
 
     def end(self) -> list[RecoveredCall] | str:
         """The calls the whole content was, or the text to pass on."""
