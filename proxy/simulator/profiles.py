@@ -649,31 +649,44 @@ def tool_call_deltas(profile: Profile, calls: tuple[PlannedCall, ...]) -> list[J
     """The `delta` objects (one per chunk) that stream `calls` in the profile's shape."""
     deltas: list[JSON] = []
     for position, call in enumerate(calls):
-        head: JSON = {} if profile.index is IndexStyle.ABSENT else {"index": 0}
-        if profile.index is IndexStyle.PER_CALL:
-            head["index"] = position
-        later: JSON = dict(head)
-        if call.call_id is not None:
-            head["id"] = call.call_id
-        if profile.later_id is LaterId.SAME and call.call_id is not None:
-            later["id"] = call.call_id
-        elif profile.later_id is LaterId.NULL_STRING:
-            later["id"] = "null"
-        if not profile.omit_type:
-            head["type"] = "function"
-        if profile.repeat_name_type:
-            later["type"] = "function"
+        head, later = _call_keys(profile, position, call)
         first_args = arguments_value(profile, call) if profile.whole_call else ""
         head["function"] = {"name": call.name, "arguments": first_args}
         deltas.append({"tool_calls": [head]})
-        # At least three fragments, cut through keys and values as real servers do.
-        pieces = [] if profile.whole_call else list(_split_text(call.arguments, 4))
-        if profile.final_flush:
-            pieces.append(call.arguments)
-        for piece in pieces:
-            fn: JSON = {"name": call.name} if profile.repeat_name_type else {}
-            delta = {**later, "function": {**fn, "arguments": piece}}
-            if profile.later_id is LaterId.FRESH:
-                delta["id"] = random_id()
-            deltas.append({"tool_calls": [delta]})
+        deltas.extend(_fragment_deltas(profile, call, later))
+    return deltas
+
+
+def _call_keys(profile: Profile, position: int, call: PlannedCall) -> tuple[JSON, JSON]:
+    """The keys besides `function` of a call's first delta and of its later ones."""
+    head: JSON = {} if profile.index is IndexStyle.ABSENT else {"index": 0}
+    if profile.index is IndexStyle.PER_CALL:
+        head["index"] = position
+    later: JSON = dict(head)
+    if call.call_id is not None:
+        head["id"] = call.call_id
+    if profile.later_id is LaterId.SAME and call.call_id is not None:
+        later["id"] = call.call_id
+    elif profile.later_id is LaterId.NULL_STRING:
+        later["id"] = "null"
+    if not profile.omit_type:
+        head["type"] = "function"
+    if profile.repeat_name_type:
+        later["type"] = "function"
+    return head, later
+
+
+def _fragment_deltas(profile: Profile, call: PlannedCall, later: JSON) -> list[JSON]:
+    """The deltas after a call's first: its argument fragments, and a final flush."""
+    # At least three fragments, cut through keys and values as real servers do.
+    pieces = [] if profile.whole_call else list(_split_text(call.arguments, 4))
+    if profile.final_flush:
+        pieces.append(call.arguments)
+    deltas: list[JSON] = []
+    for piece in pieces:
+        fn: JSON = {"name": call.name} if profile.repeat_name_type else {}
+        delta = {**later, "function": {**fn, "arguments": piece}}
+        if profile.later_id is LaterId.FRESH:
+            delta["id"] = random_id()
+        deltas.append({"tool_calls": [delta]})
     return deltas
