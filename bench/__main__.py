@@ -9,8 +9,9 @@ Phases, in order (about three minutes on two cores):
 3. peak RSS of a fresh proxy holding 1,000 open streams;
 4. CPU per chunk of the sans-IO core;
 5. the upstream transports compared (httpx default, httpx-aiohttp, the proxy's own);
-6. references: the uvicorn floor (an app answering itself), the proxy with two workers, the
-   proxy on granian (one and two workers) and nginx (`make bench` installs it).
+6. references: the uvicorn floor (an app answering itself), the Python pass-through floor (bytes
+   relayed on uvloop, `bench.passthrough`), the proxy with two workers, the proxy on granian
+   (one and two workers) and nginx (`make bench` installs it).
 
 The machine is shared: compare a row's direct and proxied columns, not absolute numbers
 between runs.

@@ -149,8 +149,9 @@ def transports(report: Report, upstream: procs.Server, sizes: Sizes, work: Path)
 
 
 def others(report: Report, upstream: procs.Server, sizes: Sizes, work: Path) -> Any:
-    """The uvicorn floor, the proxy with two worker processes, the proxy on granian, and nginx
-    (installed by `make bench`; a row says so when one is missing)."""
+    """The uvicorn floor, the Python pass-through floor (`bench.passthrough`), the proxy with
+    two worker processes, the proxy on granian, and nginx (installed by `make bench`; a row
+    says so when one is missing)."""
     results: dict[str, Any] = {}
     rows = []
     port = procs.free_port()
@@ -162,6 +163,14 @@ def others(report: Report, upstream: procs.Server, sizes: Sizes, work: Path) -> 
     finally:
         floor.stop()
     rows.append(_row("uvicorn floor (answers itself, no upstream)", results["uvicorn_floor"]))
+    port = procs.free_port()
+    argv = [sys.executable, "-m", "bench.passthrough", str(upstream.port), str(port)]
+    relay = procs.start_command("passthrough", argv, port, work)
+    try:
+        results["python_passthrough"] = _measure(upstream, relay, sizes, work, rewrites=False)
+    finally:
+        relay.stop()
+    rows.append(_row("Python pass-through floor (bytes relayed)", results["python_passthrough"]))
     # Worker processes share the same two cores with the load tool and the upstream here.
     workers = procs.start_proxy(upstream.port, work, name="proxy-workers", workers=2)
     try:
