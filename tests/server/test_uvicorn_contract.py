@@ -103,7 +103,7 @@ def test_the_methods_kept_from_uvicorn_are_still_there() -> None:
 def test_the_head_callbacks_do_what_uvicorns_do() -> None:
     """LeanHttpProtocol compiles its own on_url and on_header (uvicorn's are interpreted):
     the same pieces of a head give the same url, header list and 100-continue flag."""
-    pieces = [(b"/v1/chat", b"/completions")]
+    url_pieces = (b"/v1/chat", b"/completions")
     headers = [
         (b"Host", b"127.0.0.1"),
         (b"EXPECT", b"100-Continue"),
@@ -116,7 +116,7 @@ def test_the_head_callbacks_do_what_uvicorns_do() -> None:
         protocol.url = b""
         protocol.headers = []
         protocol.expect_100_continue = False
-        for piece in pieces[0]:
+        for piece in url_pieces:
             cls.on_url(protocol, piece)
         for name, value in headers:
             cls.on_header(protocol, name, value)
