@@ -154,23 +154,16 @@ def others(report: Report, upstream: procs.Server, sizes: Sizes, work: Path) -> 
     says so when one is missing)."""
     results: dict[str, Any] = {}
     rows = []
-    port = procs.free_port()
-    floor = procs.start_command(
-        "floor", [sys.executable, "-m", "bench.floor", str(port)], port, work
-    )
-    try:
-        results["uvicorn_floor"] = _measure(upstream, floor, sizes, work, rewrites=False)
-    finally:
-        floor.stop()
-    rows.append(_row("uvicorn floor (answers itself, no upstream)", results["uvicorn_floor"]))
-    port = procs.free_port()
-    argv = [sys.executable, "-m", "bench.passthrough", str(upstream.port), str(port)]
-    relay = procs.start_command("passthrough", argv, port, work)
-    try:
-        results["python_passthrough"] = _measure(upstream, relay, sizes, work, rewrites=False)
-    finally:
-        relay.stop()
-    rows.append(_row("Python pass-through floor (bytes relayed)", results["python_passthrough"]))
+    for key, label, module in (
+        ("uvicorn_floor", "uvicorn floor (answers itself, no upstream)", ["bench.floor"]),
+        (
+            "python_passthrough",
+            "Python pass-through floor (bytes relayed)",
+            ["bench.passthrough", str(upstream.port)],
+        ),
+    ):
+        results[key] = _module_floor(upstream, sizes, work, module)
+        rows.append(_row(label, results[key]))
     # Worker processes share the same two cores with the load tool and the upstream here.
     workers = procs.start_proxy(upstream.port, work, name="proxy-workers", workers=2)
     try:
@@ -195,6 +188,17 @@ def others(report: Report, upstream: procs.Server, sizes: Sizes, work: Path) -> 
             rows.append(_row("nginx (proxy_buffering off)", results["nginx"]))
     report.section("references (same run, each against direct)", _HEADERS, rows)
     return results
+
+
+def _module_floor(upstream: procs.Server, sizes: Sizes, work: Path, module: list[str]) -> Any:
+    """A floor served by `python -m <module> [args] PORT` (it rewrites no id)."""
+    port = procs.free_port()
+    argv = [sys.executable, "-m", *module, str(port)]
+    server = procs.start_command(module[0].rpartition(".")[2], argv, port, work)
+    try:
+        return _measure(upstream, server, sizes, work, rewrites=False)
+    finally:
+        server.stop()
 
 
 def _granian(upstream: procs.Server, sizes: Sizes, work: Path, workers: int) -> Any:
