@@ -54,6 +54,9 @@ class _Client(asyncio.Protocol):
         upstream, _ = await loop.create_connection(
             lambda: _Upstream(client), "127.0.0.1", self._upstream_port
         )
+        if client.is_closing():  # the client left while the upstream connection opened
+            upstream.close()
+            return
         self._upstream = upstream
         for data in self._held:
             upstream.write(data)
