@@ -7,12 +7,15 @@ per request. What it adds over the in-process count is uvicorn's HTTP handling, 
 cycle, the event loop's callbacks and the log line's write; the kernel's share of the system
 calls is not counted (only their libc wrappers). The upstream runs outside valgrind.
 
-    python -m bench.serverprocess [--stream | --stream-toolcall] [--floor] [--requests N]
-                                  [--http lean|httptools]
+    python -m bench.serverprocess [--stream | --stream-toolcall] [--floor | --passthrough]
+                                  [--requests N] [--http lean|httptools]
 
 `--floor` counts the uvicorn floor (`bench.floor`: uvicorn run as the proxy runs it, with an
 app that answers by itself): what uvicorn costs per request before the proxy does anything.
-`--http` picks the server's HTTP protocol for either (default: the proxy's default).
+`--passthrough` counts the pass-through relay (`bench.passthrough`: bytes relayed on uvloop,
+the least a Python proxy can do; it has no `--http`).
+`--http` picks the server's HTTP protocol for the proxy or the uvicorn floor (default: the
+proxy's default).
 `--syscalls` counts system calls per request instead (`strace -c -f`, differenced the same
 way): what the kernel is asked to do, which callgrind does not see.
 The count is printed with its split by shared object (libpython is interpreted Python: ours
@@ -64,9 +67,11 @@ def _send(port: int, request: bytes, count: int) -> None:
         connection.close()
 
 
-def _server_argv(upstream_port: int, port: int, floor: bool, http: str) -> list[str]:
-    if floor:
+def _server_argv(upstream_port: int, port: int, server: str, http: str) -> list[str]:
+    if server == "floor":
         return [sys.executable, "-m", "bench.floor", str(port), "--http", http]
+    if server == "passthrough":
+        return [sys.executable, "-m", "bench.passthrough", str(upstream_port), str(port)]
     return [
         sys.executable,
         *("-m", "proxy", "serve", "--upstream", f"http://127.0.0.1:{upstream_port}/v1"),
@@ -74,11 +79,19 @@ def _server_argv(upstream_port: int, port: int, floor: bool, http: str) -> list[
     ]
 
 
+# What `Run.server` names, as the report names it.
+SERVERS = {
+    "proxy": "the proxy's server process",
+    "floor": "the uvicorn floor",
+    "passthrough": "the pass-through relay",
+}
+
+
 class Run(NamedTuple):
     """What one measurement runs: the request's kind, the server and its HTTP protocol."""
 
     kind: str
-    floor: bool
+    server: str  # SERVERS: the proxy, the uvicorn floor or the pass-through relay
     http: str
     syscalls: bool = False  # strace's count of system calls instead of callgrind's instructions
 
@@ -92,7 +105,7 @@ def _profile(run: Run, requests: int, work: Path, upstream_port: int) -> Path:
         argv = ["strace", "-f", "-c", "-o", str(out)]
     else:
         argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
-    argv += _server_argv(upstream_port, port, run.floor, run.http)
+    argv += _server_argv(upstream_port, port, run.server, run.http)
     log = work / f"server.{requests}.log"
     with log.open("wb") as sink:
         server = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT)
@@ -183,18 +196,21 @@ def measure(run: Run, requests: int) -> tuple[float, list[tuple[str, float]]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.serverprocess", description=__doc__)
     add_kind_flags(parser)
-    parser.add_argument("--floor", action="store_true", help="the uvicorn floor, no proxy")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--floor", action="store_true", help="the uvicorn floor, no proxy")
+    which.add_argument("--passthrough", action="store_true", help="the pass-through relay")
     parser.add_argument("--requests", type=int, default=100)
     http = OPTION["http"]
     parser.add_argument("--http", choices=http.kind.choices, default=http.default)
     parser.add_argument("--syscalls", action="store_true", help="system calls (strace -c -f)")
     args = parser.parse_args(argv)
-    run = Run(kind_of(args), args.floor, args.http, args.syscalls)
+    picked = "floor" if args.floor else "passthrough" if args.passthrough else "proxy"
+    run = Run(kind_of(args), picked, args.http, args.syscalls)
     count, split = measure(run, args.requests)
-    server = "the uvicorn floor" if args.floor else "the proxy's server process"
+    server = SERVERS[picked] + ("" if picked == "passthrough" else f", --http {run.http}")
     what = "system calls" if run.syscalls else "instructions"
     shown = "{:>10,.2f}" if run.syscalls else "{:>10,.0f}"
-    print(f"{what} per request ({run.kind}), {server}, --http {run.http}: {shown.format(count)}")
+    print(f"{what} per request ({run.kind}), {server}: {shown.format(count)}")
     for name, value in split[:8]:
         print(f"  {shown.format(value)}  {name}")
     return 0
