@@ -298,9 +298,7 @@ class StreamSanitizer:
         lane = self._lane
         return self._plain_event(event, lane.left_chunk(data, pos) if lane is not None else None)
 
-    def _forwardable_run(
-        self, data: bytes, pos: int, end: int, known: int = -1, one_line: bool = False
-    ) -> int:
+    def _forwardable_run(self, data: bytes, pos: int, end: int, known: int, one_line: bool) -> int:
         """Where the run of events from `pos` that the rule forwards ends (`pos`: none);
         `end`: the end of the event at `pos`; `known`: that answer when the caller has it
         (-1: not known). A read that is one event (a paced upstream's) was just refused
