@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import orjson
 import pytest
@@ -114,3 +115,31 @@ def test_each_request_line_reaches_the_file_when_written(line_buffering: bool) -
         LOGGER.handlers[:] = handlers
         LOGGER.setLevel(level)
         LOGGER.propagate = propagate
+
+
+def test_on_a_line_buffered_file_each_line_is_written_whole_and_in_order(tmp_path: Path) -> None:
+    """stderr's case: a line-buffered text stream on a file, which the request line skips
+    for the file below it. Lines other writers put in the same stream keep their order, and
+    a part of a line left in the stream does not split a request line."""
+    handlers, level, propagate = LOGGER.handlers[:], LOGGER.level, LOGGER.propagate
+    configure_logging("info")
+    path = tmp_path / "log"
+    with path.open("w", buffering=1, encoding="utf-8") as stream:
+        assert type(stream) is io.TextIOWrapper and stream.line_buffering
+        LOGGER.handlers[0].setStream(stream)  # type: ignore[attr-defined]
+        try:
+            RequestLog("req_a", "r", "POST", "/v1/chat/completions").finish(200)
+            stream.write("another writer's line\n")
+            RequestLog("req_b", "r", "POST", "/v1/chat/completions").finish(200)
+            stream.write("a part")
+            RequestLog("req_c", "r", "POST", "/v1/chat/completions").finish(200)
+            stream.write(" of a line\n")
+            text = path.read_text(encoding="utf-8")  # the stream still open: nothing waits
+        finally:
+            LOGGER.handlers[:] = handlers
+            LOGGER.setLevel(level)
+            LOGGER.propagate = propagate
+    read = [
+        line if line[:1] != "{" else orjson.loads(line)["request_id"] for line in text.splitlines()
+    ]
+    assert read == ["req_a", "another writer's line", "req_b", "req_c", "a part of a line"]
