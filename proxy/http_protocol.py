@@ -522,7 +522,7 @@ class Exchange:
     def _complete(self) -> None:
         self.response_complete = True
         self.body_open = False
-        self.on_left = None  # called only before the response is complete; it holds the app's
+        self.on_left = None  # only a client leaving before this calls it; it holds the app (run())
         self.wake()  # a waiting receive() now answers http.disconnect
         if not self.keep_alive:
             self.transport.close()
