@@ -243,6 +243,10 @@ class JsonLineHandler(logging.StreamHandler):  # type: ignore[type-arg]
         """Write a line given as the dict JsonFormatter would make of its record: `ts`,
         `level` and `msg` first, then the fields (RequestLog keeps its line in that shape)."""
         newline = self.terminator == "\n"
+        # orjson ends the line when the terminator is a newline: no second copy of it
+        line = orjson.dumps(
+            entry, default=str, option=orjson.OPT_APPEND_NEWLINE if newline else None
+        )
         stream = self.stream
         if newline and type(stream) is TextIOWrapper and stream.line_buffering:
             # A line-buffered text stream on a file (stderr, as Python opens it) holds no
@@ -253,14 +257,10 @@ class JsonLineHandler(logging.StreamHandler):  # type: ignore[type-arg]
             # this line whole.
             fd = _file_number(stream)
             if fd >= 0:
-                line = orjson.dumps(entry, default=str, option=orjson.OPT_APPEND_NEWLINE)
                 with self.lock:  # type: ignore[union-attr]  # created by Handler.__init__
                     _write_all(fd, line)
                 return
-        if newline:  # orjson ends the line: no second copy of it
-            text = orjson.dumps(entry, default=str, option=orjson.OPT_APPEND_NEWLINE).decode()
-        else:
-            text = orjson.dumps(entry, default=str).decode() + self.terminator
+        text = line.decode() if newline else line.decode() + self.terminator
         with self.lock:  # type: ignore[union-attr]
             stream.write(text)
             try:  # StreamHandler.flush, without its second locking
