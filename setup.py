@@ -138,9 +138,8 @@ class BuildExt(build_ext):
     def finalize_options(self) -> None:
         # A command may be set up again (an editable install does): add what is not there yet.
         planned = list(self.distribution.ext_modules or [])
-        names = {extension.name for extension in planned}
         builds = not set(self.distribution.commands) <= _DESCRIBE_ONLY
-        if builds and not any(name.startswith("proxy._compiled") for name in names):
+        if builds and not any(ext.name.startswith("proxy._compiled") for ext in planned):
             planned.extend(_compiled_modules())
         self.distribution.ext_modules = planned
         super().finalize_options()
