@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import re
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -47,15 +46,14 @@ from typing import Any
 import httptools
 from mypy_extensions import mypyc_attr
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT, service_unavailable
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE
+from uvicorn.protocols.http.httptools_impl import HEADER_RE, STATUS_LINE
 
 from proxy.asgi import DISCONNECT_EXTENSION, ASGIApp, Message
 from proxy.server import OpenAIErrorHttpProtocol
 
-# A response header's name: token characters (uvicorn's own rule for a name). Each name is
-# matched once and remembered (`_valid_name`): a response's names are nearly always ones the
-# process has sent before.
-_NAME = re.compile(rb'[^\x00-\x1f\x7f()<>@,;:\[\]={} \t\\"]+')
+# A response header's name: token characters, by uvicorn's own expression for what a name may
+# not hold (HEADER_RE). Each name is matched once and remembered (`_valid_name`): a response's
+# names are nearly always ones the process has sent before.
 _NAMES_KEPT = 512  # names remembered at most: an upstream's headers pass through
 _valid_names: set[bytes] = set()
 # What no header line may hold but its CRLF: control characters but HTAB (uvicorn's rule for a
@@ -532,7 +530,7 @@ class Exchange:
 
 def _valid_name(name: bytes) -> bool:
     """Is `name` a header name (token characters)? Remembered when it is."""
-    if _NAME.fullmatch(name) is None:
+    if not name or HEADER_RE.search(name) is not None:
         return False
     if len(_valid_names) < _NAMES_KEPT:
         _valid_names.add(name)
