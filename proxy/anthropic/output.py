@@ -41,6 +41,14 @@ class RoundOutput:
         self._client_open = index  # every index taken is a block the client sees start
         return index
 
+    def take_whole_index(self) -> int:
+        """The index of a block that arrived whole inside `message_start` (SPEC §8): the
+        client's SDK counts it among the message's blocks, and it is already complete."""
+        index = self._next
+        self._next += 1
+        self._completed = True
+        return index
+
     def stop(self, index: int) -> None:
         self._completed = True
         self._client_open = -1

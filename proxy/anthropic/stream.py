@@ -118,7 +118,8 @@ class AnthropicStream:
         self._started = False  # this round's message_start arrived
         self._delta: dict[str, Any] = {}  # the message_delta's delta, held to the end
         self._delta_extra: dict[str, Any] = {}  # its other keys, kept
-        self._usage: dict[str, Any] | None = None
+        self._usage: dict[str, Any] | None = None  # the message_delta's
+        self._start_usage: dict[str, Any] | None = None  # message_start's, until one comes
         self.phase = StreamPhase.STREAMING
         self.notes: list[Note] = self._output.notes  # one list: the exchange reads and clears it
         self.error: ReplayLoopDetected | None = None
@@ -191,8 +192,62 @@ class AnthropicStream:
 
     def _message_start(self, obj: dict[str, Any], raw: bytes) -> None:
         self._started = True
-        if not self.continuation:
+        message = obj.get("message")
+        if not isinstance(message, dict):
+            message = {}
+        # SPEC §8: a message that arrives whole here (its blocks and stop signal in
+        # `message_start`, then only `message_stop`) keeps that stop signal and usage in the
+        # `message_delta` the proxy writes, never null.
+        for key in ("stop_reason", "stop_sequence"):
+            if message.get(key) is not None:
+                self._delta[key] = message[key]
+        usage = message.get("usage")
+        self._start_usage = usage if isinstance(usage, dict) else None  # its output_tokens
+        content = message.get("content")
+        blocks = content if isinstance(content, list) and content else None
+        if self.continuation:
+            if blocks is not None:
+                self._whole_blocks_as_events(blocks)
+        elif blocks is not None and (kept := self._whole_blocks(blocks)) != blocks:
+            self._output.out.append(encode({**obj, "message": {**message, "content": kept}}))
+        else:
             self._output.out.append(encode_raw("message_start", raw))
+
+    def _whole_blocks(self, blocks: list[Any]) -> list[Any]:
+        """`message_start`'s own blocks, kept in place (the SDKs read them as the message's
+        first blocks): tool_use ids decided as any block's (SPEC §2), replays and duplicates
+        left out, each block counted in the client's dense indexes."""
+        kept = []
+        output = self._output
+        for block in blocks:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                block = self._tools.whole(block)
+                if block is None:
+                    continue
+            else:
+                output.take_whole_index()
+                record = record_of(block) if isinstance(block, dict) else None
+                if record is not None:
+                    output.records.append(record)
+            kept.append(block)
+        return kept
+
+    def _whole_blocks_as_events(self, blocks: list[Any]) -> None:
+        """A continuation round's `message_start` is not forwarded (one message): the blocks
+        it carries reach the client as block events at the next indexes."""
+        for block in blocks:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_use":
+                self._tools.close(self._tools.start(block))
+                continue
+            output = self._output
+            index = output.take_index()
+            record = record_of(block)
+            if record is not None:
+                output.records.append(record)
+            output.start(index, block)
+            output.stop(index)
 
     def _message_delta(self, obj: dict[str, Any], raw: bytes) -> None:
         self._close_all()
@@ -212,7 +267,8 @@ class AnthropicStream:
         self._close_all()
         output = self._output
         choice = self.ids.choice(0)
-        tokens = self._carry.output_tokens + output_tokens(self._usage)
+        usage_seen = self._usage if self._usage is not None else self._start_usage
+        tokens = self._carry.output_tokens + output_tokens(usage_seen)
         if choice.replays and not choice.delivered and self.ids.guard.enabled:
             carry = MessageCarry(next_index=output.next_index, output_tokens=tokens)
             blocks = followup_blocks(output.records)

@@ -41,6 +41,21 @@ class ToolBlocks:
             self._deliver(tool)
         return tool
 
+    def whole(self, block: dict[str, Any]) -> dict[str, Any] | None:
+        """A tool_use block that arrived whole inside `message_start`: decided at once (its
+        input is complete) and kept in place with its client id, or None when it is a
+        replay or a duplicate the client must not see."""
+        tool = ToolBlock.from_start(block, normalize_raw_id(block.get("id")))
+        decision = self._ids.decide(self._choice, tool.raw_id, tool)
+        tool.decision = decision
+        if decision.verdict is not Verdict.DELIVER:
+            self._output.notes.append(decision.dropped(0, tool.name, tool.raw_id))
+            return None
+        self._output.take_whole_index()
+        if (note := tool.rewritten(decision)) is not None:
+            self._output.notes.append(note)
+        return {**block, "id": decision.client_id}
+
     def delta(self, tool: ToolBlock, obj: dict[str, Any], raw: bytes) -> None:
         delta = obj.get("delta")
         if not isinstance(delta, dict) or delta.get("type") != "input_json_delta":

@@ -216,8 +216,9 @@ def read(data: bytes) -> Received:
         kind = item["type"]
         if kind == "message_start":
             assert message is None, "a second message_start"
+            # As the SDKs do: blocks that came whole in message_start are the first blocks.
             message = dict(item["message"])
-            message["content"] = []
+            message["content"] = [dict(b) for b in message.get("content") or []]
         elif kind.startswith("content_block_"):
             assert message is not None
             _assemble_block(message, item, open_index, buffers)
