@@ -111,6 +111,25 @@ class ReplayLoopDetected(ProxyError):
         self.reason = reason
 
 
+class RepeatLoopDetected(ReplayLoopDetected):
+    """SPEC §10: the model repeated an identical call after the proxy answered it instead of
+    running it (the breaker of SPEC §5, for calls under fresh ids)."""
+
+    code = "tool_call_repeat_loop"
+
+    def __init__(self, tool_name: str, count: int, reason: str):
+        ProxyError.__init__(
+            self,
+            f'Tool-call repeat loop detected: the model kept calling "{tool_name}" with the same '
+            f"arguments after {count} identical results ({reason}). The response was stopped "
+            "so the call is not executed again.",
+        )
+        self.tool_name = tool_name
+        self.raw_id = ""
+        self.client_id = None
+        self.reason = reason
+
+
 def error_body(message: str, error_type: str, code: str | None) -> dict[str, Any]:
     return {"error": {"message": message, "type": error_type, "code": code, "param": None}}
 

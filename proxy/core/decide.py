@@ -29,6 +29,9 @@ from proxy.core.ids import (
 from proxy.core.ledger import HistoryFacts
 from proxy.core.notes import CallDropped
 
+# The `reason` of a call the repeat guard answers (SPEC §10), beside SPEC §5's two forms.
+FORM_REPEAT = "repeat"
+
 
 class CallLike(Protocol):
     """A call as the decider sees it: its name and, once complete, its arguments."""
@@ -80,6 +83,8 @@ class Decision:
 
     def dropped(self, choice: int, name: str, raw_id: str | None) -> CallDropped:
         """The note for a call this decision withholds (a replay or a duplicate)."""
+        if self.verdict is _REPLAY and self.reason == FORM_REPEAT:
+            return CallDropped(choice=choice, name=name, raw_id=raw_id, reason="repeat")
         if self.verdict is _REPLAY:
             return CallDropped(
                 choice=choice, name=name, raw_id=raw_id, reason="replay", matched=self.reason or ""
@@ -156,17 +161,28 @@ class ResponseIds:
             ids = self._choices[index] = ChoiceIds()
         return ids
 
-    def needs_hold(self, ids: ChoiceIds, raw_id: str | None) -> bool:
-        """SPEC §4: only a possible replay or in-response duplicate waits for its arguments."""
+    def needs_hold(self, ids: ChoiceIds, raw_id: str | None, name: str = "") -> bool:
+        """SPEC §4: only a possible replay or in-response duplicate waits for its arguments,
+        and (SPEC §10) a call to a tool of a repeat run that the route blocks."""
+        if self.facts.repeat_block and self._may_repeat(name):
+            return True
         if raw_id is None:
             return False
         return raw_id in ids.raw_calls or (self.guard.enabled and self.facts.may_be_replay(raw_id))
+
+    def _may_repeat(self, name: str) -> bool:
+        run = self.facts.repeat
+        return run is not None and name in run.names
 
     def decide(
         self, ids: ChoiceIds, raw_id: str | None, call: CallLike, parsed: object = UNPARSED
     ) -> Decision:
         """Decide one call. When needs_hold() said so, its arguments must be complete.
         `parsed`: the value its arguments text holds, when the caller has parsed it."""
+        if self.facts.repeat_block and self._may_repeat(call.name):
+            repeat = self._repeat(ids, raw_id, call, parsed)
+            if repeat is not None:
+                return repeat
         if raw_id is not None and self.needs_hold(ids, raw_id):
             arguments = call.arguments_text()
             key = (call.name, canonical_arguments(arguments if parsed is UNPARSED else parsed))
@@ -186,6 +202,21 @@ class ResponseIds:
         client_id, reason = self._client_id(ids, raw_id, index)
         self._response_ids.add(client_id)
         return Decision(_DELIVER, client_id, index, reason)
+
+    def _repeat(
+        self, ids: ChoiceIds, raw_id: str | None, call: CallLike, parsed: object
+    ) -> Decision | None:
+        """SPEC §10: the next identical call after a run the route blocks is answered by the
+        proxy (a follow-up round, as for a replay); None when it is not one."""
+        run = self.facts.repeat
+        arguments = call.arguments_text()
+        key = (call.name, canonical_arguments(arguments if parsed is UNPARSED else parsed))
+        if run is None or key not in run.calls:
+            return None
+        repeat = Replay(raw_id or "", call.name, arguments, None, FORM_REPEAT, run.count)
+        ids.replays.append(repeat)
+        self.guard.note_replay(repeat, key, self._replays_seen)
+        return Decision(_REPLAY, reason=FORM_REPEAT)
 
     def _client_id(self, ids: ChoiceIds, raw_id: str | None, index: int) -> tuple[str, str | None]:
         policy = self.policy

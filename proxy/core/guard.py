@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 
 from proxy.core.ids import fingerprint, kimi_id, mint_client_id
 from proxy.core.ledger import FORM_UPSTREAM, Fingerprint, HistoryFacts
-from proxy.errors import ReplayLoopDetected
+from proxy.core.repeat import REPEAT_ANSWER
+from proxy.errors import RepeatLoopDetected, ReplayLoopDetected
 
 REPLAY_MESSAGE = (
     'Duplicate tool call id "{raw_id}" was already handled: this call to "{name}" with the same '
@@ -41,6 +42,8 @@ class Replay:
     # of SPEC §5's two forms of the raw id matched: what is known about it, not what it is.
     client_id: str | None = field(default=None, compare=False)
     form: str = field(default=FORM_UPSTREAM, compare=False)
+    # SPEC §10: not a replay but the next of a run of this many identical rounds (0: a replay)
+    repeat: int = field(default=0, compare=False)
 
 
 @dataclass(slots=True, init=False)
@@ -83,7 +86,8 @@ class GuardState:
         if self.first_replay is None:
             self.first_replay = replay
         if key in self.synthetic_calls:
-            self.trip("the proxy already answered this replay once")
+            what = "call" if replay.repeat else "replay"
+            self.trip(f"the proxy already answered this {what} once")
         if replay.raw_id in seen_in_response:
             self.trip("the same replay appeared twice in one response")
         seen_in_response.add(replay.raw_id)
@@ -96,6 +100,8 @@ class GuardState:
         first = self.first_replay
         if first is None:
             raise ReplayLoopDetected("?", "?", reason)
+        if first.repeat:
+            raise RepeatLoopDetected(first.name, first.repeat, reason)
         raise ReplayLoopDetected(first.name, first.raw_id, reason, client_id=first.client_id)
 
 
@@ -148,7 +154,10 @@ def plan_followup(
         answered[fresh] = key
         if replay.client_id is not None:
             answered_client_ids[fresh] = replay.client_id
-        text = REPLAY_MESSAGE.format(raw_id=replay.raw_id, name=replay.name)
+        if replay.repeat:
+            text = REPEAT_ANSWER.format(name=replay.name, count=replay.repeat)
+        else:
+            text = REPLAY_MESSAGE.format(raw_id=replay.raw_id, name=replay.name)
         answers.append(SyntheticAnswer(replay, fresh, text))
     new_facts = replace(
         facts,

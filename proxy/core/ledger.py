@@ -24,6 +24,14 @@ from proxy.core.ids import (
     minted_digest,
     raw_id_digest,
 )
+from proxy.core.repeat import (
+    NOTE_AT,
+    UNANSWERED,
+    RepeatRun,
+    blocks,
+    guarded_run,
+    repeat_run,
+)
 
 Fingerprint = tuple[str, str]
 
@@ -65,6 +73,11 @@ class HistoryFacts:
     # upstream issued it) -> {fingerprint: client id}; a minted one's raw-id digest -> same.
     issued_ids: Mapping[str, Mapping[Fingerprint, str]]
     issued_digests: Mapping[str, Mapping[Fingerprint, str]]
+    # SPEC §10: the run of identical rounds at the history's end that the route acts on
+    # (None: shorter than a note's, exempt, or the guard off), and whether a further
+    # identical call is answered by the proxy instead of forwarded.
+    repeat: RepeatRun | None
+    repeat_block: bool
 
     # Written out (init=False), the defaults here only: mypyc compiles this one; the
     # one dataclasses generates would stay Python.
@@ -80,6 +93,8 @@ class HistoryFacts:
         answered_client_ids: Mapping[str, str] | None = None,
         issued_ids: Mapping[str, Mapping[Fingerprint, str]] | None = None,
         issued_digests: Mapping[str, Mapping[Fingerprint, str]] | None = None,
+        repeat: RepeatRun | None = None,
+        repeat_block: bool = False,
     ) -> None:
         self.turn = turn
         self.client_ids = client_ids
@@ -91,6 +106,8 @@ class HistoryFacts:
         self.answered_client_ids = {} if answered_client_ids is None else answered_client_ids
         self.issued_ids = {} if issued_ids is None else issued_ids
         self.issued_digests = {} if issued_digests is None else issued_digests
+        self.repeat = repeat
+        self.repeat_block = repeat_block
 
     def may_be_replay(self, raw_id: str) -> bool:
         """Could a call under this raw id repeat an answered call (its arguments will tell)?"""
@@ -163,6 +180,7 @@ class LedgerCall:
     name: str
     arguments: Any  # a JSON string, or an object (Anthropic `input`)
     answered: bool
+    result: Any  # its result's content once told (SPEC §10 compares them), else UNANSWERED
 
     # Written out (init=False), the defaults here only: mypyc compiles this one; the
     # one dataclasses generates would stay Python.
@@ -181,6 +199,7 @@ class LedgerCall:
         self.name = name
         self.arguments = arguments
         self.answered = answered
+        self.result = UNANSWERED
 
 
 class HistoryLedger:
@@ -192,6 +211,7 @@ class HistoryLedger:
         self.turns = 0
         self._minter = _UpstreamIds(dialect)
         self._by_turn: list[list[LedgerCall]] = []  # index: turn - 1
+        self._turns_before_input = 0  # model turns before the latest user input (SPEC §10)
 
     def begin_turn(self) -> None:
         """A model turn begins (an assistant message; a run of model-made items)."""
@@ -208,10 +228,21 @@ class HistoryLedger:
         self._by_turn[-1].append(record)
         return record
 
-    def result(self, tool_call_id: object) -> LedgerCall | None:
+    def user_input(self) -> None:
+        """The user spoke (a user message with more than tool results): a repeat run ends."""
+        self._turns_before_input = self.turns
+
+    def result(self, tool_call_id: object, content: Any = UNANSWERED) -> LedgerCall | None:
         """The call a result answers: the first unanswered call of its id in the nearest
         earlier turn that has one; when every call of that id is answered (a second answer),
-        the latest such call. None when no call has that id."""
+        the latest such call. None when no call has that id. `content`: the result's, for
+        the repeat guard (a surface that does not tell it gets no repeat run)."""
+        record = self._answered_call(tool_call_id)
+        if record is not None and content is not UNANSWERED:
+            record.result = content
+        return record
+
+    def _answered_call(self, tool_call_id: object) -> LedgerCall | None:
         if isinstance(tool_call_id, int) and not isinstance(tool_call_id, bool):
             tool_call_id = str(tool_call_id)
         if not isinstance(tool_call_id, str):
@@ -226,8 +257,19 @@ class HistoryLedger:
                     fallback = fallback or record
         return fallback
 
+    def repeat_run(self) -> RepeatRun | None:
+        """SPEC §10: the run of identical rounds since the latest user input, if a note's."""
+        if self.turns - self._turns_before_input < NOTE_AT:
+            return None  # most histories: too few turns since the user spoke
+        return repeat_run(self._by_turn[self._turns_before_input :])
+
     def facts(
-        self, *, choices: int = 1, offered_tools: frozenset[str] = frozenset()
+        self,
+        *,
+        choices: int = 1,
+        offered_tools: frozenset[str] = frozenset(),
+        repeat_guard: str = "off",
+        repeat_exempt: tuple[str, ...] = (),
     ) -> HistoryFacts:
         if not self.calls:  # most requests that are not an agent's: only the turn to count
             return HistoryFacts(
@@ -236,6 +278,9 @@ class HistoryLedger:
                 choices=choices,
                 offered_tools=offered_tools,
             )
+        run = None
+        if repeat_guard != "off":
+            run = guarded_run(self.repeat_run(), repeat_guard, repeat_exempt)
         answered: dict[str, Fingerprint] = {}
         answered_client_ids: dict[str, str] = {}
         issued_ids: dict[str, dict[Fingerprint, str]] = {}
@@ -263,6 +308,8 @@ class HistoryLedger:
             answered_client_ids=answered_client_ids,
             issued_ids=issued_ids,
             issued_digests=issued_digests,
+            repeat=run,
+            repeat_block=blocks(run, repeat_guard),
         )
 
 
