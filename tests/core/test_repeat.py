@@ -54,7 +54,7 @@ def test_the_run_counts_identical_rounds_from_three(rounds: int, count: int | No
 
 
 def test_arguments_compare_canonically_and_names_are_listed_without_arguments() -> None:
-    rounds = _same(2) + [[("Bash", '{ "command" : "ls" }', "file.txt")]]
+    rounds = [*_same(2), [("Bash", '{ "command" : "ls" }', "file.txt")]]
     run = _ledger(rounds).repeat_run()
     assert run is not None and run.count == 3 and run.names == ("Bash",)
     note = note_text(run)
@@ -62,13 +62,13 @@ def test_arguments_compare_canonically_and_names_are_listed_without_arguments() 
 
 
 def test_a_different_result_in_between_ends_the_run() -> None:
-    rounds = _same(2) + [[("Bash", LS, "other.txt")]] + _same(2)
+    rounds = [*_same(2), [("Bash", LS, "other.txt")], *_same(2)]
     assert _ledger(rounds).repeat_run() is None
     assert _ledger(rounds + _same(1)).repeat_run() is not None  # three again after it
 
 
 def test_a_different_call_in_between_ends_the_run() -> None:
-    rounds = _same(2) + [[("Bash", '{"command": "pwd"}', "file.txt")]] + _same(2)
+    rounds = [*_same(2), [("Bash", '{"command": "pwd"}', "file.txt")], *_same(2)]
     assert _ledger(rounds).repeat_run() is None
 
 
