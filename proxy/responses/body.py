@@ -63,7 +63,8 @@ def sanitize_output(
             kept.extend(_deliver(CallItem.start(c), ids, carry, notes, replayed) for c in recovered)
             continue
         changed = True
-        delivered = _deliver(CallItem.start(_stringified(item, notes)), ids, carry, notes, replayed)
+        call = CallItem.start(_stringified(item, notes), ended=True)
+        delivered = _deliver(call, ids, carry, notes, replayed)
         kept.append(delivered)
     kept = [item for item in kept if item]
     result = BodyResult(kept, changed)

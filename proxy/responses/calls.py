@@ -7,12 +7,18 @@ already there, no `.done` at all) as one text, and hands the client the canonica
 `output_item.done` with the whole item. It is *held* (nothing reaches the client) while its
 client id cannot be decided: no raw `call_id` yet, or a possible replay or in-response
 duplicate whose arguments must be complete first.
+
+Every field of the item but its ids and its text reaches the client as the upstream sent it
+(SPEC §8): `status` too, which a program-made call keeps at `"in_progress"` when done
+(QUIRKS.md). Only where the upstream sent no status for an event the proxy writes (an added
+event for a call first seen done, a done event for a call it never ended, a recovered call)
+does the proxy say where the item stands.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from proxy.core.ids import normalize_raw_id
 from proxy.core.jsoncomplete import is_complete_json
@@ -31,6 +37,10 @@ _GRAMMAR = {
         "response.custom_tool_call_input.done",
     ),
 }
+
+
+# The upstream sent no `status` for this stage of the item.
+NO_STATUS: Final = object()
 
 
 def is_call_item(item: object) -> bool:
@@ -60,10 +70,21 @@ class CallItem:
     item_sent: bool = False
     dropped: bool = False
     extra: list[dict[str, Any]] = field(default_factory=list)  # other events while held
+    # The `status` of the upstream's added item and of its final description (NO_STATUS:
+    # none sent), each kept for the client's event of that stage (SPEC §8).
+    added_status: object = NO_STATUS
+    done_status: object = NO_STATUS
 
     @classmethod
-    def start(cls, item: dict[str, Any]) -> CallItem:
+    def start(cls, item: dict[str, Any], *, ended: bool = False) -> CallItem:
+        """A call from its first description: its added item, or with `ended` its final one
+        (a done event with no added event before it, an item of a whole body)."""
         call = cls(dict(item))
+        status = item.get("status", NO_STATUS)
+        if ended:
+            call.done_status = status
+        else:
+            call.added_status = status
         whole = item.get(call.key)
         if isinstance(whole, str) and whole:
             # Whole arguments in output_item.added: deltas that follow may repeat them.
@@ -145,6 +166,7 @@ class CallItem:
         stays what opened the call: a done event that names another type cannot turn a call
         whose header and arguments went out into something else."""
         text_key = self.key
+        self.done_status = item.get("status", NO_STATUS)
         for key, value in item.items():
             if key in (text_key, "type"):
                 continue
@@ -157,10 +179,25 @@ class CallItem:
         return piece
 
     def client_item(self, *, done: bool) -> dict[str, Any]:
-        """The item as the client sees it: its ids, and all its text once it is done."""
+        """The item as the client sees it: its ids, all its text once it is done, and the
+        status the upstream gave that stage (the proxy's own word only where it gave none)."""
         item = dict(self.item)
         item["id"] = self.client_item_id
         item["call_id"] = self.client_call_id
         item[self.key] = self.final_text() if done else ""
-        item["status"] = "completed" if done else "in_progress"
+        status = self.done_status if done else self.added_status
+        if status is NO_STATUS:
+            status = "completed" if done else "in_progress"
+        item["status"] = status
+        return item
+
+    def client_final(self, final: dict[str, Any]) -> dict[str, Any]:
+        """The upstream's final description of the call (its `response.completed` item) as
+        the client gets it: every field the upstream sent there (the stream's where it left
+        one out), with the ids and the text the client saw (SPEC §8)."""
+        item = {**self.client_item(done=True), **final}
+        item["type"] = self.kind
+        item["id"] = self.client_item_id
+        item["call_id"] = self.client_call_id
+        item[self.key] = self.final_text()
         return item

@@ -7,7 +7,8 @@ every item gets a dense client `output_index` in delivery order. Call items go t
 `CallItem` (held while their id cannot be decided, then the canonical events); messages,
 reasoning items (with their `encrypted_content`), built-in tool items and unknown events pass
 unchanged but for those two numbers. `response.completed` lists exactly the items the client
-saw, with the ids it saw; a body that ends without it is completed.
+saw, with the ids it saw, each as the upstream's own final event describes it where it does
+(`final.py`); a body that ends without it is completed.
 
 Phases (`_TRANSITIONS`): STREAMING --round end--> DONE (`followup` set when the round's only
 calls were replays), STREAMING --trip--> FAILED (`error`). Only STREAMING takes input.
@@ -18,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, auto
+from functools import partial
 from typing import Any
 
 import orjson
@@ -30,6 +32,7 @@ from proxy.errors import ReplayLoopDetected
 from proxy.responses.calls import CallItem, is_call_event, is_call_item
 from proxy.responses.carry import ResponseCarry, key_of
 from proxy.responses.decide import decide_call, may_decide, replays_only
+from proxy.responses.final import Streamed, final_items
 from proxy.responses.lane import TEXT_DELTA, TextLane
 from proxy.responses.textcalls import TEXT_EVENTS, MessageTextCalls
 from proxy.sse import encode_comment, encode_event
@@ -80,7 +83,8 @@ class ResponsesStream:
         self._open: dict[object, dict[str, Any]] = {}  # non-call items not done yet
         self._renamed: dict[object, object] = {}  # item ids repeated from an earlier round
         self._texts: dict[tuple[object, object], list[str]] = {}  # message text, by part
-        self._round_items: list[dict[str, Any]] = []
+        # The round's other items the client got: upstream index, client index, raw item id.
+        self._others: list[tuple[object, int, object]] = []
         self._replayed: list[dict[str, Any]] = []
         self._upstream_output: list[Any] = []
         self._upstream_error = False  # the upstream sent an `error` event
@@ -279,7 +283,7 @@ class ResponsesStream:
         call = self._calls.get(upstream)
         if call is None and is_call_item(item):
             assert isinstance(item, dict)
-            call = self._calls[upstream] = CallItem.start({**item, call_key(item): ""})
+            call = self._calls[upstream] = CallItem.start({**item, call_key(item): ""}, ended=True)
         if call is not None:
             if isinstance(item, dict):
                 call.update_item(item)
@@ -293,6 +297,7 @@ class ResponsesStream:
         """A non-call item's end: the client's `output_item.done`, and its place in the output."""
         added = self._open.pop(upstream, None)
         final = item if item is not None else self._fallback_item(upstream, added)
+        raw_id = final.get("id")
         if upstream in self._renamed:
             final = {**final, "id": self._renamed[upstream]}
         if self._text_calls is not None:
@@ -302,18 +307,18 @@ class ResponsesStream:
             {"type": "response.output_item.done", "output_index": index, "item": final}, out
         )
         self.carry.items[index] = final
-        self._round_items.append(final)
+        self._others.append((upstream, index, raw_id))
         if self._text_calls is not None:
             self._text_calls.after_item(upstream, out)
 
     def _fallback_item(self, upstream: object, added: dict[str, Any] | None) -> dict[str, Any]:
         """The item the upstream never finished: as its final output names it, else as it was
         added with the text the client got."""
+        item = dict(added or {"type": "message", "role": "assistant"})
         if isinstance(upstream, int) and 0 <= upstream < len(self._upstream_output):
             listed = self._upstream_output[upstream]
-            if isinstance(listed, dict):
+            if isinstance(listed, dict) and _may_describe(listed, item):
                 return listed
-        item = dict(added or {"type": "message", "role": "assistant"})
         if item.get("type") == "message":
             parts = sorted(
                 (
@@ -409,9 +414,11 @@ class ResponsesStream:
             self._upstream_output = listed if isinstance(listed, list) else []
             self.carry.add_usage(response.get("usage"))
         self._finish_items(out)
+        self._adopt_final(response)
         if replays_only(self.ids):
             replays = list(self.ids.choice(0).replays)
-            self.followup = RoundFollowup(replays, self._replayed, self._round_items)
+            round_items = [self.carry.items[index] for _, index, _ in self._others]
+            self.followup = RoundFollowup(replays, self._replayed, round_items)
             self._go(StreamPhase.DONE)
             return
         kind = (
@@ -431,11 +438,55 @@ class ResponsesStream:
     def _failed(self, event: dict[str, Any], out: list[bytes]) -> None:
         """The upstream's own failure ends the response as it said."""
         response = event.get("response")
+        self._adopt_final(response)
         failed = self.carry.response(response, "failed")
         failed["output"] = self.carry.output()
         self.carry.emit({**event, "response": failed}, out)
         self.carry.release(out)
         self._go(StreamPhase.DONE)
+
+    def _adopt_final(self, response: object) -> None:
+        """The round's items as the upstream's final event lists them (SPEC §8, `final.py`)."""
+        listed = response.get("output") if isinstance(response, dict) else None
+        if not isinstance(listed, list) or not listed:
+            return  # nothing newer than the stream (most servers list the items, some not)
+        for index, item in final_items(self._streamed(), listed).items():
+            self.carry.items[index] = item
+
+    def _streamed(self) -> list[Streamed]:
+        """What the client received in this round, as the upstream named it."""
+        streamed = [
+            Streamed(
+                index,
+                upstream,
+                self.carry.items[index].get("type"),
+                raw_id,
+                None,
+                partial(self._client_other, upstream, index),
+            )
+            for upstream, index, raw_id in self._others
+        ]
+        streamed += [
+            Streamed(
+                call.index, key, call.kind, call.item.get("id"), call.raw_id, call.client_final
+            )
+            for key, call in self._calls.items()
+            if call.item_sent
+        ]
+        return streamed
+
+    def _client_other(self, upstream: object, index: int, final: dict[str, Any]) -> dict[str, Any]:
+        """The upstream's final description of a streamed item that is not a call: over what
+        the stream said, with the id the client saw and the text it got (SPEC §8)."""
+        streamed = self.carry.items[index]
+        item = {**streamed, **final}
+        if "id" in streamed:
+            item["id"] = streamed["id"]
+        else:
+            item.pop("id", None)  # the client saw none
+        if self._text_calls is not None:
+            item = self._text_calls.final_item(upstream, item)
+        return item
 
     def _recovered(self, upstream: object, calls: list[dict[str, Any]], out: list[bytes]) -> None:
         """Calls recovered from a message's text become call items after that message."""
@@ -444,6 +495,15 @@ class ResponsesStream:
             call = self._calls[key] = CallItem.start(item)
             call.closed = call.item_done = call.complete = True
             self._advance(call, out)
+
+
+def _may_describe(listed: dict[str, Any], added: dict[str, Any]) -> bool:
+    """Can the final list's item at an open item's place be that item: the same type, and
+    not another item's id (a relay may order its final list otherwise)?"""
+    listed_id, added_id = listed.get("id"), added.get("id")
+    return listed.get("type") == added.get("type") and (
+        listed_id == added_id or not listed_id or not added_id
+    )
 
 
 def _part_order(entry: tuple[object, str]) -> tuple[int, int, str]:

@@ -9,9 +9,11 @@ from typing import Any
 
 import httpx
 import openai
+import orjson
 import pytest
 
 from proxy.simulator import SimulatorLog
+from tests.reliability.upstreams import SSE_HEADERS, Script, scripted
 from tests.servers import ServerThread
 
 TOOLS: list[Any] = [
@@ -328,3 +330,79 @@ def test_upstream_break_mid_stream_ends_with_response_failed(proxy: ServerThread
     assert failed.response.error.code == "upstream_stream_error"
     numbers = [event.sequence_number for event in seen]
     assert numbers == sorted(set(numbers))
+
+
+# -- SPEC §8: every field no rule names reaches the client as the upstream sent it -----------
+
+PROGRAM_CALL = {
+    "type": "function_call",
+    "id": "fc_prog",
+    "call_id": "call_abcDEF123",
+    "name": "run_shell_command",
+    "arguments": '{"command":"ls"}',
+    "status": "in_progress",  # program-made calls stay in progress (QUIRKS.md)
+    "caller": {"type": "program", "caller_id": "prog_1"},
+}
+REASONING = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "enc-old"}
+
+
+def _sse(kind: str, n: int, **fields: Any) -> bytes:
+    data = orjson.dumps({"type": kind, "sequence_number": n, **fields})
+    return b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n"
+
+
+def _program_stream() -> bytes:
+    """A reasoning item whose final `encrypted_content` is newer than its streamed one, then
+    a program-made call the upstream keeps `in_progress` everywhere."""
+    head = {"id": "resp_up", "object": "response", "created_at": 1, "model": "m"}
+    added = {**PROGRAM_CALL, "arguments": ""}
+    ref = {"item_id": "fc_prog", "output_index": 1}
+    final = {
+        **head,
+        "status": "completed",
+        "output": [{**REASONING, "encrypted_content": "enc-new"}, PROGRAM_CALL],
+        "usage": {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5},
+    }
+    events = [
+        _sse("response.created", 0, response={**head, "status": "in_progress", "output": []}),
+        _sse("response.output_item.added", 1, output_index=0, item=REASONING),
+        _sse("response.output_item.done", 2, output_index=0, item=REASONING),
+        _sse("response.output_item.added", 3, output_index=1, item=added),
+        _sse("response.function_call_arguments.delta", 4, **ref, delta=PROGRAM_CALL["arguments"]),
+        _sse(
+            "response.function_call_arguments.done", 5, **ref, arguments=PROGRAM_CALL["arguments"]
+        ),
+        _sse("response.output_item.done", 6, output_index=1, item=PROGRAM_CALL),
+        _sse("response.completed", 7, response=final),
+    ]
+    return b"".join(events)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_final_response_items_are_the_upstreams(make_proxy: Any, stream: bool) -> None:
+    """The SDK's final response through the proxy holds the same items as straight from the
+    upstream: the call's `status` and `caller`, the reasoning item's newest
+    `encrypted_content` (the one the next turn must send back)."""
+    if stream:
+        script = Script(headers=SSE_HEADERS, pieces=(_program_stream(),))
+    else:
+        body = {
+            "id": "resp_up",
+            "object": "response",
+            "created_at": 1,
+            "model": "m",
+            "status": "completed",
+            "output": [{**REASONING, "encrypted_content": "enc-new"}, PROGRAM_CALL],
+        }
+        script = Script(pieces=(orjson.dumps(body),))
+    with (
+        scripted({"/v1/responses": script}) as (upstream, _),
+        make_proxy(upstream=upstream.url + "/v1") as server,
+    ):
+        through = _respond(client(server), stream, model="m", tools=TOOLS, input="Go.")
+        direct = _respond(client(upstream), stream, model="m", tools=TOOLS, input="Go.")
+    mine = [item.model_dump() for item in through.output]
+    assert mine == [item.model_dump() for item in direct.output]
+    assert mine[0]["encrypted_content"] == "enc-new"
+    assert mine[1]["status"] == "in_progress"
+    assert mine[1]["caller"] == {"type": "program", "caller_id": "prog_1"}
