@@ -28,10 +28,31 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
+from proxy.core.note_labels import DROP_REASONS, REPAIR_KINDS, REWRITE_REASONS
 from proxy.core.notes import CallDropped, DeltaRepaired, IdRewritten, Note, explain
 from proxy.errors import ProxyError
+from proxy.surfaces import SURFACES
 
 LOGGER = logging.getLogger("toolcall_proxy")
+# toolcall_proxy_upstream_errors' kinds: the codes of the upstream failures the proxy answers
+# itself (SPEC §6: proxy.errors' UpstreamError and its subclasses), its own failure on upstream
+# data, and the statuses relayed as upstream failures (429 and 5xx; 529 is Anthropic's
+# "overloaded"). Any other status is counted too, its series appearing when it first happens.
+UPSTREAM_ERROR_KINDS: tuple[str, ...] = (
+    "upstream_error",
+    "upstream_unreachable",
+    "upstream_timeout",
+    "upstream_stream_error",
+    "proxy_internal_error",
+    "status_429",
+    "status_500",
+    "status_502",
+    "status_503",
+    "status_504",
+    "status_529",
+)
+# The surfaces whose decisions are counted (the others pass through).
+_REPAIRED_SURFACES = tuple(surface.label for surface in SURFACES if surface.repaired)
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
@@ -94,6 +115,23 @@ class Metrics:
             "toolcall_proxy_request_duration_seconds", "Total request duration", _LATENCY_BUCKETS
         )
         r.register(self.duration)
+        self._export_known_labels()
+
+    def _export_known_labels(self) -> None:
+        """Every labelled counter at 0, for every label value it is known to take, from
+        start-up: a dashboard then shows 0, not "No data", until the first event. (The requests
+        counter's routes and statuses are known only once requests come.)"""
+        for surface in _REPAIRED_SURFACES:
+            for reason in REWRITE_REASONS:
+                self.ids_rewritten.labels(reason, surface)
+            for reason in DROP_REASONS:
+                self.calls_dropped.labels(reason, surface)
+            for kind in REPAIR_KINDS:
+                self.deltas_repaired.labels(kind, surface)
+            self.replays_answered.labels(surface)
+            self.breaker_trips.labels(surface)
+        for kind in UPSTREAM_ERROR_KINDS:
+            self.upstream_errors.labels(kind)
 
     def record_notes(self, notes: Iterable[Note], surface: str) -> None:
         for note in notes:

@@ -21,8 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.app import ProxyApp
 from proxy.config import Route, Settings
-from proxy.observability import Metrics
+from proxy.core.note_labels import DROP_REASONS, REPAIR_KINDS, REWRITE_REASONS
+from proxy.observability import UPSTREAM_ERROR_KINDS, Metrics
 from proxy.simulator import SimulatorLog, create_simulator_app
+from proxy.surfaces import SURFACES
 from tests.reliability.upstreams import SequenceUpstream, answer, tool_calls
 
 SECRET = "sk-metrics-test-secret-0123456789"
@@ -289,6 +291,93 @@ async def test_metrics_expose_every_required_family_with_its_labels() -> None:
     duration = families["toolcall_proxy_request_duration_seconds"]
     count = _value(families, duration.name, "toolcall_proxy_request_duration_seconds_count")
     assert count == sum(expected[k] for k in expected if k.startswith("requests{")) == 16
+
+
+# Labelled counters a dashboard panel reads, each at 0 on a proxy that has served nothing yet:
+# without these series the panels show "No data" instead of 0 on a healthy proxy.
+SOME_ZERO_SERIES = (
+    ("toolcall_proxy_breaker_trips_total", {"surface": "chat_completions"}),
+    ("toolcall_proxy_breaker_trips_total", {"surface": "anthropic_messages"}),
+    ("toolcall_proxy_replays_answered_total", {"surface": "responses"}),
+    ("toolcall_proxy_calls_dropped_total", {"reason": "replay", "surface": "chat_completions"}),
+    ("toolcall_proxy_ids_rewritten_total", {"reason": "absent", "surface": "responses"}),
+    (
+        "toolcall_proxy_deltas_repaired_total",
+        {"kind": "finish_reason", "surface": "chat_completions"},
+    ),
+    ("toolcall_proxy_deltas_repaired_total", {"kind": "stop_reason", "surface": "responses"}),
+    ("toolcall_proxy_upstream_errors_total", {"kind": "upstream_stream_error"}),
+    ("toolcall_proxy_upstream_errors_total", {"kind": "status_429"}),
+)
+
+
+def _labelled_series(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every `_total` sample of a labelled counter but the requests' (whose routes and statuses
+    are not known before traffic), by name and sorted labels."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        if family.type == "counter" and family.name != "toolcall_proxy_requests"
+        for sample in family.samples
+        if sample.name.endswith("_total") and sample.labels
+    }
+
+
+def _known_series() -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+    """Each labelled counter with each value its label is known to take (proxy.core.note_labels,
+    proxy.observability), for each surface the core repairs."""
+    surfaces = [s.label for s in SURFACES if s.repaired]
+    by_surface = {
+        "toolcall_proxy_ids_rewritten_total": ("reason", REWRITE_REASONS),
+        "toolcall_proxy_calls_dropped_total": ("reason", DROP_REASONS),
+        "toolcall_proxy_deltas_repaired_total": ("kind", REPAIR_KINDS),
+    }
+    known = {
+        (name, tuple(sorted({label: value, "surface": surface}.items())))
+        for name, (label, values) in by_surface.items()
+        for value in values
+        for surface in surfaces
+    }
+    known |= {
+        (name, (("surface", surface),))
+        for name in ("toolcall_proxy_replays_answered_total", "toolcall_proxy_breaker_trips_total")
+        for surface in surfaces
+    }
+    return known | {
+        ("toolcall_proxy_upstream_errors_total", (("kind", kind),)) for kind in UPSTREAM_ERROR_KINDS
+    }
+
+
+async def test_a_fresh_proxy_exports_every_labelled_counter_at_zero(
+    proxy: tuple[httpx.AsyncClient, ProxyApp],
+) -> None:
+    client, _ = proxy
+    series = _labelled_series((await client.get("/metrics")).text)
+    for name, labels in SOME_ZERO_SERIES:
+        assert series.get((name, tuple(sorted(labels.items())))) == 0, (name, labels)
+    # Each known label value, for each repaired surface, and nothing else.
+    assert set(series) == _known_series()
+    assert set(series.values()) == {0}
+
+
+async def test_counters_exported_at_zero_move_from_zero(
+    proxy: tuple[httpx.AsyncClient, ProxyApp],
+) -> None:
+    """The series exported at start-up are the ones traffic moves: a replay loop's counters
+    go from 0 to their counts in the same series, and the others stay at 0."""
+    client, _ = proxy
+    assert await _agent(client, "replay-loop") == 422
+    series = _labelled_series((await client.get("/metrics")).text)
+    assert set(series) == _known_series()
+    moved = {key: value for key, value in series.items() if value}
+    chat = ("surface", "chat_completions")
+    assert moved == {
+        ("toolcall_proxy_ids_rewritten_total", (("reason", "counter_shaped"), chat)): 1,
+        ("toolcall_proxy_calls_dropped_total", (("reason", "replay"), chat)): 1,
+        ("toolcall_proxy_deltas_repaired_total", (("kind", "finish_reason"), chat)): 1,
+        ("toolcall_proxy_replays_answered_total", (chat,)): 1,
+        ("toolcall_proxy_breaker_trips_total", (chat,)): 1,
+    }
 
 
 async def test_metrics_never_carry_credentials(proxy: tuple[httpx.AsyncClient, ProxyApp]) -> None:
