@@ -48,7 +48,9 @@ class AnthropicExchange(RoundPhases):
         rules: RouteRules,
         entropy: Callable[[int], bytes] = os.urandom,
     ):
-        translated = translate_messages(body, rules.dialect)
+        translated = translate_messages(
+            body, rules.dialect, rules.repeat_guard, rules.repeat_exempt
+        )
         self._begin_exchange(
             rules, translated.facts, translated.body, translated.to_bytes(raw), entropy
         )

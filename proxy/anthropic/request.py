@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy.core.ledger import HistoryFacts, HistoryLedger, LedgerCall, resolve_dialect
+from proxy.core.repeat import note_text, with_note
 from proxy.jsontext import dumps
 
 # (message position, block position) of a tool_use or tool_result block
@@ -60,7 +61,7 @@ class _Rewriter:
         self.messages = messages
         self.copied: set[int] = set()
 
-    def set(self, place: Place, key: str, value: str) -> None:
+    def set(self, place: Place, key: str, value: Any) -> None:
         m, b = place
         block = self.messages[m]["content"][b]
         if block.get(key) == value:
@@ -74,12 +75,18 @@ class _Rewriter:
         self.messages[m]["content"][b] = {**block, key: value}
 
 
-def _walk_message(m: int, message: object, ledger: HistoryLedger, out: _Rewriter) -> None:
+def _walk_message(m: int, message: object, ledger: HistoryLedger, out: _Rewriter) -> Place | None:
     """One message's blocks: an assistant's tool_use blocks are calls of a new turn, any
-    other message's tool_result blocks are results."""
-    assistant = isinstance(message, dict) and message.get("role") == "assistant"
+    other message's tool_result blocks are results (the last one's place is returned). A
+    user message without results is user input (SPEC §10): agents attach reminders to the
+    message that carries a round's results, while a person's words come in their own."""
+    if not isinstance(message, dict):
+        return None
+    role = message.get("role")
+    assistant = role == "assistant"
     if assistant:
         ledger.begin_turn()
+    last: Place | None = None
     for b, block in enumerate(_blocks(message)):
         kind = block.get("type") if isinstance(block, dict) else None
         if assistant and kind == "tool_use":
@@ -91,19 +98,41 @@ def _walk_message(m: int, message: object, ledger: HistoryLedger, out: _Rewriter
             )
             out.set((m, b), "id", record.upstream_id)
         elif not assistant and kind == "tool_result":
-            answered = ledger.result(block.get("tool_use_id"))
+            last = (m, b)
+            result = (block.get("content"), block.get("is_error") is True)
+            answered = ledger.result(block.get("tool_use_id"), result)
             if answered is not None:
                 out.set((m, b), "tool_use_id", answered.upstream_id)
+    if role == "user" and last is None:
+        ledger.user_input()
+    return last
 
 
-def translate_messages(body: dict[str, Any], dialect_setting: str) -> TranslatedMessages:
-    """Translate `body['messages']` (already checked to be a list) for the upstream."""
+def translate_messages(
+    body: dict[str, Any],
+    dialect_setting: str,
+    repeat_guard: str = "off",
+    repeat_exempt: tuple[str, ...] = (),
+) -> TranslatedMessages:
+    """Translate `body['messages']` (already checked to be a list) for the upstream; with
+    the repeat guard on (SPEC §10), a run of identical rounds notes its last result."""
     messages: list[Any] = body["messages"]
     ledger = HistoryLedger(resolve_dialect(dialect_setting, body.get("model")))
     rewriter = _Rewriter(messages)
+    last: Place | None = None
     for m, message in enumerate(messages):
-        _walk_message(m, message, ledger, rewriter)
-    facts = ledger.facts(choices=1, offered_tools=offered_tools(body))
+        last = _walk_message(m, message, ledger, rewriter) or last
+    facts = ledger.facts(
+        choices=1,
+        offered_tools=offered_tools(body),
+        repeat_guard=repeat_guard,
+        repeat_exempt=repeat_exempt,
+    )
+    if facts.repeat is not None and last is not None:
+        # SPEC §10: the note goes in the last tool_result, never in a message of its own.
+        m, b = last
+        content = rewriter.messages[m]["content"][b].get("content")
+        rewriter.set(last, "content", with_note(content, note_text(facts.repeat)))
     changed = rewriter.messages is not messages
     out = {**body, "messages": rewriter.messages} if changed else body
     return TranslatedMessages(out, facts, changed, ledger.calls)

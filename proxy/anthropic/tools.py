@@ -35,7 +35,7 @@ class ToolBlocks:
         if tool.whole is not None:
             note = DeltaRepaired(kind="whole_input", detail="moved into a delta")
             self._output.notes.append(note)
-        if self._ids.needs_hold(self._choice, raw_id):
+        if self._ids.needs_hold(self._choice, raw_id, tool.name):
             tool.held = True
         else:
             self._deliver(tool)

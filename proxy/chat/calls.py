@@ -446,7 +446,7 @@ class ChoiceCalls:
         raw_id = slot.raw_id
         if not slot.complete and raw_id is None:
             return False
-        if not slot.complete and self._response.needs_hold(self.ids, raw_id):
+        if not slot.complete and self._response.needs_hold(self.ids, raw_id, slot.name):
             slot.waits = True
             return False
         # SPEC §2.4: a second call of a raw id is compared with the first once both are

@@ -31,6 +31,7 @@ from proxy.core.ledger import (
     ReplayMatch,
     resolve_dialect,
 )
+from proxy.core.repeat import note_text, with_note
 from proxy.jsontext import dumps
 
 
@@ -95,11 +96,18 @@ def _call_parts(call: Any) -> tuple[str | None, str, Any]:
     return client_id, name if isinstance(name, str) else "", fn.get("arguments")
 
 
-def translate_request(body: dict[str, Any], dialect_setting: str) -> TranslatedRequest:
-    """Translate `body['messages']` (already checked to be a list) for the upstream."""
+def translate_request(
+    body: dict[str, Any],
+    dialect_setting: str,
+    repeat_guard: str = "off",
+    repeat_exempt: tuple[str, ...] = (),
+) -> TranslatedRequest:
+    """Translate `body['messages']` (already checked to be a list) for the upstream; with
+    the repeat guard on (SPEC §10), a run of identical rounds notes its last result."""
     ledger = HistoryLedger(resolve_dialect(dialect_setting, body.get("model")))
     messages: list[Any] = body["messages"]
     rewritten = _MessageRewrite(messages)
+    last_result = -1
     for pos, message in enumerate(messages):
         if not isinstance(message, dict):
             continue
@@ -114,12 +122,25 @@ def translate_request(body: dict[str, Any], dialect_setting: str) -> TranslatedR
                     records.append(ledger.call(client_id, name, arguments))
                 rewritten.calls(pos, message, tool_calls, records)
         elif role == "tool":
-            target = ledger.result(message.get("tool_call_id"))
+            last_result = pos
+            target = ledger.result(message.get("tool_call_id"), message.get("content"))
             if target is not None and message.get("tool_call_id") != target.upstream_id:
                 rewritten.replace(pos, {**message, "tool_call_id": target.upstream_id})
+        elif role == "user":
+            ledger.user_input()
     n = body.get("n")
     choices = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
-    facts = ledger.facts(choices=choices, offered_tools=_offered_tools(body))
+    facts = ledger.facts(
+        choices=choices,
+        offered_tools=_offered_tools(body),
+        repeat_guard=repeat_guard,
+        repeat_exempt=repeat_exempt,
+    )
+    if facts.repeat is not None and last_result >= 0:
+        # SPEC §10: the note goes in the last tool result, never in a message of its own.
+        result = rewritten.messages[last_result]
+        content = with_note(result.get("content"), note_text(facts.repeat))
+        rewritten.replace(last_result, {**result, "content": content})
     changed = rewritten.messages is not messages
     out_body = {**body, "messages": rewritten.messages} if changed else body
     return TranslatedRequest(out_body, facts, changed, ledger.calls)

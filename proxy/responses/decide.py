@@ -51,7 +51,7 @@ def may_decide(ids: ResponseIds, call: CallItem) -> bool:
     if call.complete:
         return True
     raw_id = call.raw_id
-    return raw_id is not None and not ids.needs_hold(ids.choice(0), raw_id)
+    return raw_id is not None and not ids.needs_hold(ids.choice(0), raw_id, call.name)
 
 
 def replays_only(ids: ResponseIds) -> bool:

@@ -51,7 +51,7 @@ class ResponsesExchange(RoundPhases):
         *,
         entropy: Callable[[int], bytes] = os.urandom,
     ):
-        translated = translate_request(body, rules.dialect)
+        translated = translate_request(body, rules.dialect, rules.repeat_guard, rules.repeat_exempt)
         self._begin_exchange(
             rules, translated.facts, translated.body, translated.to_bytes(raw), entropy
         )

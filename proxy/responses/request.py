@@ -17,6 +17,7 @@ from typing import Any
 
 from proxy.core.ids import fingerprint, normalize_raw_id
 from proxy.core.ledger import Fingerprint, HistoryFacts, HistoryLedger, LedgerCall, resolve_dialect
+from proxy.core.repeat import note_text, with_note
 from proxy.jsontext import dumps
 from proxy.responses.ids import decode_call_id
 
@@ -77,33 +78,55 @@ def offered_tools(body: dict[str, Any]) -> frozenset[str]:
     return frozenset(names)
 
 
-def translate_request(body: dict[str, Any], dialect_setting: str) -> TranslatedRequest:
+def translate_request(
+    body: dict[str, Any],
+    dialect_setting: str,
+    repeat_guard: str = "off",
+    repeat_exempt: tuple[str, ...] = (),
+) -> TranslatedRequest:
+    """Translate `body['input']` for the upstream; with the repeat guard on (SPEC §10), a
+    run of identical rounds notes its last output item."""
     dialect = resolve_dialect(dialect_setting, body.get("model"))
     ledger = HistoryLedger(dialect)
     items = body.get("input")
     if not isinstance(items, list):
         facts = ledger.facts(offered_tools=offered_tools(body))
         return TranslatedRequest(body, facts, False)
-    targets = _walk(items, ledger)
+    targets, last_output = _walk(items, ledger)
+    facts = _with_decoded_ids(
+        ledger,
+        ledger.facts(
+            offered_tools=offered_tools(body),
+            repeat_guard=repeat_guard,
+            repeat_exempt=repeat_exempt,
+        ),
+    )
     new_items = items
+    if facts.repeat is not None and last_output >= 0:
+        # SPEC §10: the note goes in the last output item, never in a message of its own.
+        new_items = list(items)
+        output = items[last_output]
+        note = with_note(output.get("output"), note_text(facts.repeat))
+        new_items[last_output] = {**output, "output": note}
     translations: list[tuple[str | None, str, str]] = []
     for pos, call_id in targets.items():
         before = items[pos].get("call_id")
         if before != call_id:
             if new_items is items:
                 new_items = list(items)
-            new_items[pos] = {**items[pos], "call_id": call_id}
+            new_items[pos] = {**new_items[pos], "call_id": call_id}
             what = items[pos].get("name") or items[pos].get("type")
             translations.append((before if isinstance(before, str) else None, call_id, str(what)))
     changed = new_items is not items
     out = {**body, "input": new_items} if changed else body
-    facts = _with_decoded_ids(ledger, ledger.facts(offered_tools=offered_tools(body)))
     return TranslatedRequest(out, facts, changed, translations)
 
 
-def _walk(items: list[Any], ledger: HistoryLedger) -> dict[int, str]:
-    """Tell the ledger the history in order; the call id each call or output item must carry."""
+def _walk(items: list[Any], ledger: HistoryLedger) -> tuple[dict[int, str], int]:
+    """Tell the ledger the history in order: the call id each call or output item must
+    carry, and the last output item's position (-1: none)."""
     targets: dict[int, str] = {}
+    last_output = -1
     in_turn = False
     for pos, item in enumerate(items):
         model_made = is_model_made(item)
@@ -118,14 +141,17 @@ def _walk(items: list[Any], ledger: HistoryLedger) -> dict[int, str]:
             record = ledger.call(normalize_raw_id(item.get("call_id")), name, arguments)
             targets[pos] = record.upstream_id
         elif kind in OUTPUT_TYPES:
-            target = _output_target(ledger, item.get("call_id"))
+            last_output = pos
+            target = _output_target(ledger, item.get("call_id"), item.get("output"))
             if target is not None:
                 targets[pos] = target
-    return targets
+        elif kind == "message" and item.get("role") == "user":
+            ledger.user_input()
+    return targets, last_output
 
 
-def _output_target(ledger: HistoryLedger, call_id: object) -> str | None:
-    record = ledger.result(normalize_raw_id(call_id))
+def _output_target(ledger: HistoryLedger, call_id: object, output: Any) -> str | None:
+    record = ledger.result(normalize_raw_id(call_id), output)
     if record is not None:
         return record.upstream_id
     # A call the upstream stored (SPEC §8): the id it issued, decoded from the client id.
