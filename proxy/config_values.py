@@ -155,6 +155,13 @@ def any_text(value: object, field_name: str, line: int | None = None) -> str:
     return str(value)
 
 
+def tool_glob(value: object, field_name: str, line: int | None = None) -> str:
+    """A tool-name pattern (`*wait*`): matched case-insensitively, as fnmatch reads it."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(field_name, f"expected a tool-name pattern, got {value!r}", line)
+    return value.strip()
+
+
 def secret(value: object, field_name: str, line: int | None = None) -> str:
     """A key: kept as given (trimmed) and never echoed."""
     return str(value).strip()

@@ -81,6 +81,8 @@ class ExchangeHandler:
             dialect=route.dialect,
             replay_guard=route.replay_guard,
             max_followups=route.max_followups,
+            repeat_guard=route.repeat_guard,
+            repeat_exempt=route.repeat_exempt,
             text_tool_calls=route.text_tool_calls == "auto",
         )
         self._rules[id(route)] = (route, rules)

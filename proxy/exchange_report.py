@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from proxy.core.guard import Replay
 from proxy.core.notes import Note
-from proxy.errors import ReplayLoopDetected
+from proxy.errors import RepeatLoopDetected, ReplayLoopDetected
 from proxy.observability import LOGGER, Metrics, log_decisions
 from proxy.surface_codec import Exchange
 
@@ -32,11 +32,14 @@ class ExchangeReporter:
             notes.clear()
 
     def answered(self, req: ExchangeRequest, replays: list[Replay]) -> None:
-        self.metrics.replays_answered.labels(req.codec.surface.label).inc(len(replays))
-        req.log.fields["replays_answered"] += len(replays)
+        """Replays (SPEC §5) and repeated calls (SPEC §10) the proxy answered itself; the
+        repeats are counted as the repeat guard's (`blocked`, from their CallDropped note)."""
+        true_replays = [replay for replay in replays if not replay.repeat]
+        self.metrics.replays_answered.labels(req.codec.surface.label).inc(len(true_replays))
+        req.log.fields["replays_answered"] += len(true_replays)
         for replay in replays:
             LOGGER.warning(
-                "replay answered",
+                "repeated call answered" if replay.repeat else "replay answered",
                 extra={
                     "fields": {
                         "request_id": req.request_id,
@@ -45,16 +48,21 @@ class ExchangeReporter:
                         "raw_id": replay.raw_id,
                         "client_id": replay.client_id,
                         "matched": replay.form,
-                        "event": "replay_answered",
+                        "event": "repeat_answered" if replay.repeat else "replay_answered",
                     }
                 },
             )
 
     def tripped(self, req: ExchangeRequest, exc: ReplayLoopDetected) -> None:
-        self.metrics.breaker_trips.labels(req.codec.surface.label).inc()
+        surface = req.codec.surface.label
+        self.metrics.breaker_trips.labels(surface).inc()
         req.log.fields["breaker"] = True
+        repeat = isinstance(exc, RepeatLoopDetected)
+        if repeat:  # SPEC §10
+            self.metrics.repeats.labels("stopped", surface).inc()
+            req.log.fields["repeat"] = "stopped"
         LOGGER.warning(
-            "replay loop stopped",
+            "repeat loop stopped" if repeat else "replay loop stopped",
             extra={
                 "fields": {
                     "request_id": req.request_id,

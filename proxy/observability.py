@@ -28,8 +28,8 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
-from proxy.core.note_labels import DROP_REASONS, REPAIR_KINDS, REWRITE_REASONS
-from proxy.core.notes import CallDropped, DeltaRepaired, IdRewritten, Note, explain
+from proxy.core.note_labels import DROP_REASONS, REPAIR_KINDS, REPEAT_ACTIONS, REWRITE_REASONS
+from proxy.core.notes import CallDropped, DeltaRepaired, IdRewritten, Note, RepeatNoted, explain
 from proxy.errors import ProxyError
 from proxy.surfaces import SURFACES
 
@@ -95,6 +95,13 @@ class Metrics:
         self.breaker_trips = Counter(
             "toolcall_proxy_breaker_trips", "Replay loops stopped", ["surface"], registry=r
         )
+        # SPEC §10: a note added, a repeated call answered by the proxy, a repeat loop stopped.
+        self.repeats = Counter(
+            "toolcall_proxy_repeats",
+            "Repeat guard actions (note, blocked, stopped)",
+            ["action", "surface"],
+            registry=r,
+        )
         self.upstream_errors = Counter(
             "toolcall_proxy_upstream_errors", "Upstream failures", ["kind"], registry=r
         )
@@ -130,6 +137,8 @@ class Metrics:
                 self.deltas_repaired.labels(kind, surface)
             self.replays_answered.labels(surface)
             self.breaker_trips.labels(surface)
+            for action in REPEAT_ACTIONS:
+                self.repeats.labels(action, surface)
         for kind in UPSTREAM_ERROR_KINDS:
             self.upstream_errors.labels(kind)
 
@@ -142,8 +151,12 @@ class Metrics:
                     self.calls_dropped.labels(note.reason, surface).inc()
                     if note.reason == "duplicate_in_response":
                         self.ids_rewritten.labels(note.reason, surface).inc()
+                    elif note.reason == "repeat":
+                        self.repeats.labels("blocked", surface).inc()
                 case DeltaRepaired():
                     self.deltas_repaired.labels(note.kind, surface).inc()
+                case RepeatNoted():
+                    self.repeats.labels("note", surface).inc()
 
     def stream_failed(self, log: RequestLog, error: ProxyError) -> None:
         """A response that broke after its head went out: counted, and named in the log line."""
@@ -450,6 +463,10 @@ class RequestLog:
                 f["ids_rewritten"] += 1
             elif isinstance(note, CallDropped):
                 f["calls_dropped"] += 1
+                if note.reason == "repeat":
+                    f["repeat"] = "blocked"
+            elif isinstance(note, RepeatNoted):
+                f.setdefault("repeat", "note")  # SPEC §10: the strongest action stands
             else:
                 f["repairs"] += 1
 

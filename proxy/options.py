@@ -25,14 +25,17 @@ from proxy.config_values import (
     env_var_name,
     listen_address,
     secret,
+    tool_glob,
     upstream_base_url,
 )
+from proxy.core.repeat import DEFAULT_EXEMPT
 
 # The allowed values of the choice settings, as types (the rest of the code is checked
 # against them) and, through get_args, as the values the kinds accept.
 IdsPolicy = Literal["auto", "always", "collisions", "off"]
 Dialect = Literal["auto", "passthrough", "kimi", "alnum9"]
 TextToolCalls = Literal["auto", "off"]
+RepeatGuard = Literal["on", "note", "off"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 HttpProtocol = Literal["lean", "httptools"]
 
@@ -155,6 +158,24 @@ OPTIONS: tuple[Option, ...] = (
         2,
         "follow-up rounds per client request before the breaker trips",
         scope="route",
+    ),
+    Option(
+        "repeat_guard",
+        Choice(get_args(RepeatGuard)),
+        "on",
+        "the same call re-issued under fresh ids with the same result: on notes the last "
+        "result after 3 identical rounds and answers a 5th identical call itself (a 6th stops "
+        "with tool_call_repeat_loop); note only notes; off does neither",
+        scope="route",
+    ),
+    Option(
+        "repeat_exempt",
+        Items(tool_glob, "GLOBS", "tool-name patterns"),
+        DEFAULT_EXEMPT,
+        "tools the repeat guard never notes or stops (they wait or poll), comma-separated "
+        "case-insensitive patterns",
+        scope="route",
+        default_text=", ".join(DEFAULT_EXEMPT),
     ),
     Option(
         "text_tool_calls",

@@ -9,7 +9,14 @@ import fnmatch
 import os
 from dataclasses import dataclass, field
 
-from proxy.options import Dialect, HttpProtocol, IdsPolicy, TextToolCalls, default
+from proxy.options import (
+    Dialect,
+    HttpProtocol,
+    IdsPolicy,
+    RepeatGuard,
+    TextToolCalls,
+    default,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +32,8 @@ class Route:
     dialect: Dialect = default("dialect")  # noqa: RUF009 -- a str
     replay_guard: bool = default("replay_guard")
     max_followups: int = default("max_followups")
+    repeat_guard: RepeatGuard = default("repeat_guard")  # noqa: RUF009 -- a str
+    repeat_exempt: tuple[str, ...] = default("repeat_exempt")
     text_tool_calls: TextToolCalls = default("text_tool_calls")  # noqa: RUF009 -- a str
     connect_timeout: float = default("connect_timeout")
     read_timeout: float = default("read_timeout")

@@ -52,6 +52,7 @@ def route_line(settings: Settings, route: Route) -> str:
     return (
         f"{PREFIX} route {route.name} at {_base_url(settings, route)}{_match(route)} -> "
         f"{route.upstream}, {_key(route)}; {_dialect(route)}; ids {route.ids}; {guard}; "
+        f"repeat guard {route.repeat_guard}; "
         f"text tool calls {route.text_tool_calls}; {describe_surfaces()}"
     )
 

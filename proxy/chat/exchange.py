@@ -35,7 +35,7 @@ from proxy.core.events import (
     UpstreamBroken,
 )
 from proxy.core.guard import GuardState, Replay
-from proxy.core.notes import Note
+from proxy.core.notes import Note, RepeatNoted
 from proxy.core.repeat import DEFAULT_EXEMPT
 from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError, error_body
 from proxy.jsontext import dumps
@@ -116,6 +116,9 @@ class RoundPhases:
         self.phase = ExchangePhase.WAITING
         self._upstream_body = upstream_body
         self._notes = []
+        if facts.repeat is not None:  # SPEC §10: the request carries the note
+            tools = ", ".join(facts.repeat.names)
+            self._notes.append(RepeatNoted(count=facts.repeat.count, tools=tools))
         self._non_json_before = 0  # data lines that were not JSON, in the rounds before this
 
     def _take_notes(self, notes: list[Note]) -> None:

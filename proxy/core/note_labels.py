@@ -59,3 +59,6 @@ REPAIR_KINDS: tuple[str, ...] = (
     "stop_reason",
     "whole_input",
 )
+
+# The repeat guard's actions (SPEC §10): a note added, a call answered, a loop stopped.
+REPEAT_ACTIONS: tuple[str, ...] = ("note", "blocked", "stopped")

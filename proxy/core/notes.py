@@ -72,7 +72,21 @@ class DeltaRepaired:
         self.detail = detail
 
 
-Note = IdRewritten | CallDropped | DeltaRepaired
+@dataclass(slots=True, kw_only=True, unsafe_hash=True, init=False)
+class RepeatNoted:
+    """SPEC §10: the request's last tool result carries the repeat guard's note."""
+
+    count: int  # identical rounds at the end of the history
+    tools: str  # their tool names, comma-separated
+
+    # Written out (init=False): mypyc compiles this one; the one dataclasses generates
+    # would stay Python.
+    def __init__(self, *, count: int, tools: str) -> None:
+        self.count = count
+        self.tools = tools
+
+
+Note = IdRewritten | CallDropped | DeltaRepaired | RepeatNoted
 
 
 def explain(note: Note) -> str:
@@ -91,3 +105,5 @@ def explain(note: Note) -> str:
             return f"recovered a tool call written as {note.detail} markup in the text"
         case DeltaRepaired():
             return f"repaired {note.kind}" + (f": {note.detail}" if note.detail else "")
+        case RepeatNoted():
+            return f"noted a repeat run: {note.tools} called {note.count} times, same result"

@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.app import ProxyApp
 from proxy.config import Route, Settings
-from proxy.core.note_labels import DROP_REASONS, REPAIR_KINDS, REWRITE_REASONS
+from proxy.core.note_labels import DROP_REASONS, REPAIR_KINDS, REPEAT_ACTIONS, REWRITE_REASONS
 from proxy.observability import UPSTREAM_ERROR_KINDS, Metrics
 from proxy.simulator import SimulatorLog, create_simulator_app
 from proxy.surfaces import SURFACES
@@ -47,6 +47,7 @@ REQUIRED: dict[str, tuple[str, set[str]]] = {
     "toolcall_proxy_deltas_repaired": ("counter", {"kind", "surface"}),
     "toolcall_proxy_replays_answered": ("counter", {"surface"}),
     "toolcall_proxy_breaker_trips": ("counter", {"surface"}),
+    "toolcall_proxy_repeats": ("counter", {"action", "surface"}),
     "toolcall_proxy_upstream_errors": ("counter", {"kind"}),
     "toolcall_proxy_active_streams": ("gauge", set()),
     "toolcall_proxy_upstream_ttfb_seconds": ("histogram", set()),
@@ -331,6 +332,7 @@ def _known_series() -> set[tuple[str, tuple[tuple[str, str], ...]]]:
         "toolcall_proxy_ids_rewritten_total": ("reason", REWRITE_REASONS),
         "toolcall_proxy_calls_dropped_total": ("reason", DROP_REASONS),
         "toolcall_proxy_deltas_repaired_total": ("kind", REPAIR_KINDS),
+        "toolcall_proxy_repeats_total": ("action", REPEAT_ACTIONS),
     }
     known = {
         (name, tuple(sorted({label: value, "surface": surface}.items())))

@@ -158,6 +158,7 @@ EXAMPLES = {
     "upstream_key_env": ("KEY_A", "KEY_B"),
     "cors_origins": ("https://a.example.com", "https://b.example.com,http://c.test:3000"),
     "keys": ("k1", "k2,k3"),
+    "repeat_exempt": ("*wait*", "poll_*,Check*"),
 }
 # Structural: `upstream` adds a route (a YAML route must have one) and `config` names the file.
 STRUCTURAL = ("upstream", "config")
@@ -243,7 +244,8 @@ CHECKED = [o for o in SETTINGS if o.kind.choices or isinstance(o.kind, Number) o
 
 
 def test_every_checked_kind_of_setting_is_tried() -> None:
-    assert {o.name for o in SETTINGS} - {o.name for o in CHECKED} == {"keys"}  # any text
+    # Any text: keys, and tool-name patterns (an empty item is skipped, as in every list)
+    assert {o.name for o in SETTINGS} - {o.name for o in CHECKED} == {"keys", "repeat_exempt"}
 
 
 @pytest.mark.parametrize("option", CHECKED, ids=lambda o: o.name)
