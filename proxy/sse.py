@@ -125,8 +125,10 @@ def encode_event(data: bytes | None, other: tuple[bytes, ...] = ()) -> bytes:
 
 
 def encode_comment(data: bytes, other: tuple[bytes, ...] = ()) -> bytes:
-    """An event's data lines as SSE comments (`: ` + each line), its other lines kept."""
-    parts = [line + b"\n" for line in other]
+    """An event's data lines as SSE comments (`: ` + each line), its other lines kept but
+    its `event:` line, which becomes a comment too: a client's SSE reader dispatches an event
+    that has a name and no data (the openai SDKs then fail to parse its empty data)."""
+    parts = [(b": " + line if line.startswith(b"event:") else line) + b"\n" for line in other]
     parts.extend(b": " + line + b"\n" for line in data.split(b"\n"))
     parts.append(b"\n")
     return b"".join(parts)
