@@ -113,14 +113,7 @@ def translate_request(
             continue
         role = message.get("role")
         if role == "assistant":
-            ledger.begin_turn()
-            tool_calls = message.get("tool_calls")
-            if isinstance(tool_calls, list):
-                records = []
-                for call in tool_calls:
-                    client_id, name, arguments = _call_parts(call)
-                    records.append(ledger.call(client_id, name, arguments))
-                rewritten.calls(pos, message, tool_calls, records)
+            _assistant_turn(pos, message, ledger, rewritten)
         elif role == "tool":
             last_result = pos
             target = ledger.result(message.get("tool_call_id"), message.get("content"))
@@ -137,13 +130,24 @@ def translate_request(
         repeat_exempt=repeat_exempt,
     )
     if facts.repeat is not None and last_result >= 0:
-        # SPEC §10: the note goes in the last tool result, never in a message of its own.
-        result = rewritten.messages[last_result]
-        content = with_note(result.get("content"), note_text(facts.repeat))
-        rewritten.replace(last_result, {**result, "content": content})
+        rewritten.note(last_result, note_text(facts.repeat))
     changed = rewritten.messages is not messages
     out_body = {**body, "messages": rewritten.messages} if changed else body
     return TranslatedRequest(out_body, facts, changed, ledger.calls)
+
+
+def _assistant_turn(
+    pos: int, message: dict[str, Any], ledger: HistoryLedger, rewritten: _MessageRewrite
+) -> None:
+    """An assistant message: a model turn, and its calls under their upstream ids."""
+    ledger.begin_turn()
+    tool_calls = message.get("tool_calls")
+    if isinstance(tool_calls, list):
+        records = []
+        for call in tool_calls:
+            client_id, name, arguments = _call_parts(call)
+            records.append(ledger.call(client_id, name, arguments))
+        rewritten.calls(pos, message, tool_calls, records)
 
 
 class _MessageRewrite:
@@ -157,6 +161,12 @@ class _MessageRewrite:
         if self.messages is self.original:
             self.messages = list(self.original)
         self.messages[pos] = message
+
+    def note(self, pos: int, note: str) -> None:
+        """SPEC §10: the repeat guard's note, in the tool message itself (never a message of
+        its own: strict providers refuse a user message right after a tool message)."""
+        result = self.messages[pos]
+        self.replace(pos, {**result, "content": with_note(result.get("content"), note)})
 
     def calls(
         self, pos: int, message: dict[str, Any], calls: list[Any], records: list[LedgerCall]

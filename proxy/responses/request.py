@@ -101,13 +101,7 @@ def translate_request(
             repeat_exempt=repeat_exempt,
         ),
     )
-    new_items = items
-    if facts.repeat is not None and last_output >= 0:
-        # SPEC §10: the note goes in the last output item, never in a message of its own.
-        new_items = list(items)
-        output = items[last_output]
-        note = with_note(output.get("output"), note_text(facts.repeat))
-        new_items[last_output] = {**output, "output": note}
+    new_items = _with_repeat_note(items, last_output, facts)
     translations: list[tuple[str | None, str, str]] = []
     for pos, call_id in targets.items():
         before = items[pos].get("call_id")
@@ -120,6 +114,20 @@ def translate_request(
     changed = new_items is not items
     out = {**body, "input": new_items} if changed else body
     return TranslatedRequest(out, facts, changed, translations)
+
+
+def _with_repeat_note(items: list[Any], last_output: int, facts: HistoryFacts) -> list[Any]:
+    """SPEC §10: a run of identical rounds notes the last output item (never a message of its
+    own); `items` itself when there is nothing to note."""
+    if facts.repeat is None or last_output < 0:
+        return items
+    noted = list(items)
+    output = items[last_output]
+    noted[last_output] = {
+        **output,
+        "output": with_note(output.get("output"), note_text(facts.repeat)),
+    }
+    return noted
 
 
 def _walk(items: list[Any], ledger: HistoryLedger) -> tuple[dict[int, str], int]:
