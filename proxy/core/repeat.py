@@ -22,6 +22,7 @@ Only the turns since the last user input are looked at, and only when there are 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -85,11 +86,18 @@ class RoundCall(Protocol):
     def result(self) -> Any: ...
 
 
+# Lines a tool's output carries that change on every run whatever the command did: Codex's
+# shell output opens with a random `Chunk ID` and the `Wall time` the command took, so no two
+# of its results were ever equal. Compared without them (what is forwarded is unchanged); no
+# other number is masked, so a poll whose output counts something still differs.
+_VOLATILE = re.compile(rb"^(?:Chunk ID: [0-9a-fA-F]+|Wall time: [0-9.]+ seconds)\r?$", re.M)
+
+
 def result_digest(content: Any) -> str:
-    """A result's content, compared by digest: a string as its text, anything else as its
-    canonical JSON (keys sorted)."""
+    """A result's content, compared by digest: a string as its text (without the lines
+    `_VOLATILE` names), anything else as its canonical JSON (keys sorted)."""
     if isinstance(content, str):
-        data = content.encode("utf-8", "surrogatepass")
+        data = _VOLATILE.sub(b"", content.encode("utf-8", "surrogatepass"))
     else:
         try:
             data = orjson.dumps(content, option=orjson.OPT_SORT_KEYS)

@@ -189,7 +189,8 @@ MESSAGES: JSON = {
     "event grammar: `functions.Bash:0` ids restarting every turn (`kimi`), the whole input in "
     "`content_block_start` (`no-index`, `final-flush` also sends the fragments), no "
     "`content_block_stop` (`no-block-stop`), `end_turn` after tool_use (`no-index`), no "
-    "`message_stop` (`no-finish`), replays (`replay-once`, `replay-loop`, `-restarted`).",
+    "`message_stop` (`no-finish`), replays (`replay-once`, `replay-loop`, `-restarted`), the "
+    "same call under fresh ids (`repeat-forever`, `poll-until-done`).",
     "openapi_extra": _body(MESSAGES_REQUEST),
     "responses": {
         200: {

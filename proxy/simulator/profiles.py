@@ -58,6 +58,9 @@ class Replay(Enum):
     ONCE = "once"  # round 2 re-emits round 1's call, exactly once per conversation
     LOOP = "loop"  # every turn after round 1 re-emits the latest call, forever
     MIXED = "mixed"  # round 2 re-emits round 1's call next to one fresh call
+    # the latest call again, every turn, until it has been made `polls` times in a row; then
+    # the model moves on (a model waiting for a job: each poll's result is news to it)
+    POLL = "poll"
 
 
 class ReplayId(Enum):  # the id a replayed call comes back under
@@ -65,6 +68,9 @@ class ReplayId(Enum):  # the id a replayed call comes back under
     # minted afresh by a counter that restarts every response (Moonshot's hosted API):
     # `functions.{name}:0` although the history said `functions.{name}:3`
     RESTARTED = "restarted"
+    # a new random id every time, never one the history holds: not a replay by SPEC §5's
+    # rules, only the same call (SPEC §10's repeat guard is what can see it)
+    FRESH = "fresh"
 
 
 class Fault(Enum):
@@ -108,6 +114,7 @@ class Profile:
     # restarted counter would give the replay the id the history already has (`:0`). Also an
     # option, so a scripted task (`SCRIPT_PREFIX`) can put the replayed call in any round.
     replay_after: int = 1
+    polls: int = 6  # Replay.POLL: how often the polled call is made in all
     kimi_history_check: bool = False  # leak raw markup when history ids are not Kimi's own
     leak: str | None = None  # a server with its tool parser off: calls arrive as this markup
     fault: Fault | None = None
@@ -119,7 +126,7 @@ class Profile:
     kb: int = 1024
 
 
-OPTIONS = ("rounds", "chunks", "delay_ms", "stall_s", "kb", "replay_after")
+OPTIONS = ("rounds", "chunks", "delay_ms", "stall_s", "kb", "replay_after", "polls")
 LEAK_FORMATS = (
     "kimi",
     "hermes",
@@ -202,6 +209,10 @@ _ALL = (
         )
         for mode in (Replay.ONCE, Replay.LOOP)
     ),
+    # The same call under a fresh id every turn, forever (a model that lost track), and the
+    # same call made `polls` times by a model that waits for something, then moves on.
+    Profile(name="repeat-forever", replay=Replay.LOOP, replay_id=ReplayId.FRESH),
+    Profile(name="poll-until-done", replay=Replay.POLL, replay_id=ReplayId.FRESH),
     Profile(name="dup-in-response", id_style=IdStyle.NAME_INDEX, duplicate_call=True),
     # Responses servers that leave out item ids, or every `.done` event and the completion.
     Profile(name="no-item-ids", id_style=IdStyle.KIMI_RESPONSE, item_ids=False),
@@ -245,8 +256,10 @@ def profile_for_model(model: str) -> Profile:
     key = base.strip().lower()
     profile = PROFILES.get(key) or PROFILES.get(key.rsplit("/", 1)[-1]) or PROFILES[DEFAULT_PROFILE]
     # A proxy serving a Kimi model translates history ids to functions.{name}:{k}; replaying
-    # the upstream's own shape keeps the replay recognisable behind such a proxy.
-    if profile.replay is not Replay.NONE and "kimi" in model.lower():
+    # the upstream's own shape keeps the replay recognisable behind such a proxy. A fresh-id
+    # profile keeps its random ids: a Kimi-shaped id could be one the history holds.
+    fresh = profile.replay_id is ReplayId.FRESH
+    if profile.replay is not Replay.NONE and not fresh and "kimi" in model.lower():
         restarted = profile.replay_id is ReplayId.RESTARTED
         style = IdStyle.KIMI_RESPONSE if restarted else IdStyle.KIMI_HISTORY
         profile = replace(profile, id_style=style)
@@ -303,6 +316,7 @@ class _History:
     calls: list[JSON]  # every tool call of every assistant message, in order
     call_rounds: int  # assistant messages with tool calls
     fresh_rounds: int  # ... that hold a call not seen before (replays and reruns do not count)
+    trailing: int  # ... at the end with the latest one's calls (the latest one included)
 
 
 def _tools(raw: object) -> list[tuple[str, str]]:
@@ -338,7 +352,8 @@ def _fingerprint(call: JSON) -> tuple[str, str]:
 def _history(messages: list[Any]) -> _History:
     calls: list[JSON] = []
     seen: set[tuple[str, str]] = set()
-    call_rounds = fresh_rounds = 0
+    latest: set[tuple[str, str]] = set()
+    call_rounds = fresh_rounds = trailing = 0
     for message in messages:
         if not isinstance(message, dict) or message.get("role") != "assistant":
             continue
@@ -347,9 +362,11 @@ def _history(messages: list[Any]) -> _History:
         if round_calls:
             prints = {_fingerprint(c) for c in round_calls}
             call_rounds, fresh_rounds = call_rounds + 1, fresh_rounds + bool(prints - seen)
+            trailing = trailing + 1 if prints == latest else 1
             seen |= prints
+            latest = prints
             calls += round_calls
-    return _History(calls, call_rounds, fresh_rounds)
+    return _History(calls, call_rounds, fresh_rounds, trailing)
 
 
 def _text_of(content: object) -> str:
@@ -394,6 +411,10 @@ def _mint_id(style: IdStyle, name: str, position: int, history_calls: int) -> st
 
 def _replayed(profile: Profile, call: JSON, position: int, history_calls: int) -> PlannedCall:
     name, arguments = _name_and_arguments(call)
+    if profile.replay_id is ReplayId.FRESH:
+        # Random whatever the id style: a style's counter (`{name}_{i}`, Kimi's `:{k}`) can
+        # give an id the history already holds, which would make the call a SPEC §5 replay.
+        return PlannedCall(name, arguments, random_id())
     if profile.replay_id is ReplayId.RESTARTED:
         return PlannedCall(
             name, arguments, _mint_id(profile.id_style, name, position, history_calls)
@@ -417,6 +438,16 @@ def _text_body(profile: Profile) -> tuple[str, ...]:
     return tuple(f"word{i} " for i in range(max(1, profile.chunks)))
 
 
+# A tool whose name says it waits or polls: the one a polling model polls when it is offered.
+_WAITING_TOOL = re.compile(r"wait|sleep|poll|status|check", re.IGNORECASE)
+
+
+def _waiting_first(tools: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The offered tools with the first one that waits or polls (if any) moved to the front."""
+    waiting = next((tool for tool in tools if _WAITING_TOOL.search(tool[0])), None)
+    return tools if waiting is None else [waiting, *(t for t in tools if t is not waiting)]
+
+
 def _fresh_call(
     tools: list[tuple[str, str]], script: list[tuple[str, str]], rnd: int, i: int
 ) -> tuple[str, str]:
@@ -438,6 +469,8 @@ def plan_reply(profile: Profile, body: JSON) -> Reply:
     kimi_ok = _kimi_history_ok(history.calls) if profile.kimi_history_check else None
     tools = _tools(body.get("tools"))
     done, rnd = len(history.calls), history.fresh_rounds + 1
+    if profile.replay is Replay.POLL and rnd == profile.replay_after:
+        tools = _waiting_first(tools)  # the round that will be polled: a waiting tool if any
     script = _script(messages)
     rounds = len(script) if script else profile.rounds
 
@@ -445,20 +478,36 @@ def plan_reply(profile: Profile, body: JSON) -> Reply:
         name, args = _fresh_call(tools, script, rnd, i)
         return PlannedCall(name, args, _mint_id(profile.id_style, name, i, done))
 
-    calls: tuple[PlannedCall, ...]
-    if profile.replay is Replay.LOOP and history.call_rounds >= profile.replay_after:
-        calls = (_replayed(profile, history.calls[-1], 0, done),)
-    elif profile.replay is not Replay.NONE and history.call_rounds == profile.replay_after:
-        first = _replayed(profile, history.calls[-1], 0, done)
-        calls = (first, fresh(1)) if profile.replay is Replay.MIXED else (first,)
-    elif history.fresh_rounds >= rounds:
-        return Reply(_split_text(f"All {rounds} rounds done.", 3), (), "stop", kimi_ok)
-    elif profile.duplicate_call:
-        calls = (fresh(0),) * 2
-    else:
-        calls = tuple(fresh(i) for i in range(profile.calls_per_round))
+    calls = _replay_round(profile, history, fresh)
+    if calls is None:
+        if history.fresh_rounds >= rounds:
+            return Reply(_split_text(f"All {rounds} rounds done.", 3), (), "stop", kimi_ok)
+        if profile.duplicate_call:
+            calls = (fresh(0),) * 2
+        else:
+            calls = tuple(fresh(i) for i in range(profile.calls_per_round))
     looping = profile.replay is Replay.LOOP and history.call_rounds >= profile.replay_after
     return _reply_with(profile, calls, done, kimi_ok, looping)
+
+
+def _replay_round(
+    profile: Profile, history: _History, fresh: Callable[[int], PlannedCall]
+) -> tuple[PlannedCall, ...] | None:
+    """The round that re-emits the latest call when the profile's replay is due, else None:
+    every turn after `replay_after` call rounds (LOOP), while the call after them has been
+    made fewer than `polls` times in a row (POLL), or once, right after them."""
+    mode, after = profile.replay, profile.replay_after
+    if mode is Replay.NONE or history.call_rounds < after:
+        return None
+    if mode is Replay.POLL:
+        # Only the call of round `after`: once the model has moved on it polls no more.
+        polling = history.fresh_rounds == after and history.trailing < profile.polls
+        if not polling:
+            return None
+    elif mode is not Replay.LOOP and history.call_rounds != after:
+        return None
+    again = _replayed(profile, history.calls[-1], 0, len(history.calls))
+    return (again, fresh(1)) if mode is Replay.MIXED else (again,)
 
 
 def _reply_with(

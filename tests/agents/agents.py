@@ -37,9 +37,11 @@ Step = tuple[str, JSON]
 @dataclass(frozen=True)
 class Scratch:
     """One run's throwaway directories: the agent's home (config, caches, sessions) and the
-    directory it works in."""
+    directory it works in. `counting`: the shell command also prints the log's line count,
+    so each run's result differs from the last (a poll that sees progress, SPEC §10)."""
 
     root: Path
+    counting: bool = False
 
     @property
     def home(self) -> Path:
@@ -62,14 +64,16 @@ class Scratch:
         return self.work / "out.txt"
 
     @classmethod
-    def make(cls, root: Path) -> Scratch:
-        scratch = cls(root)
+    def make(cls, root: Path, counting: bool = False) -> Scratch:
+        scratch = cls(root, counting)
         scratch.home.mkdir(parents=True)
         scratch.work.mkdir()
         scratch.notes.write_text(NOTE)
         return scratch
 
     def shell_command(self) -> str:
+        if self.counting:
+            return f"echo ran >> {self.log} && wc -l < {self.log}"
         return f"echo ran >> {self.log}"
 
     def env(self) -> dict[str, str]:
@@ -122,9 +126,15 @@ class Agent:
         manifest = json.loads((MODULES / self.package / "package.json").read_text())
         return str(manifest["version"])
 
-    def invocation(self, scratch: Scratch, server_url: str, model: str) -> Invocation:
+    def invocation(
+        self, scratch: Scratch, server_url: str, model: str, round2: Step | None = None
+    ) -> Invocation:
+        """`round2`: a call to make instead of the shell command."""
+        steps = self.steps(scratch)
+        if round2 is not None:
+            steps[1] = round2
         base_url = server_url + self.base_path
-        return self.setup(scratch, base_url, model, prompt(self.steps(scratch), scratch))
+        return self.setup(scratch, base_url, model, prompt(steps, scratch))
 
 
 def prompt(steps: list[Step], scratch: Scratch) -> str:

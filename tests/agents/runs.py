@@ -8,12 +8,14 @@ metrics are its own.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,24 +30,36 @@ from tests.servers import serving
 
 FINAL_TEXT = "All 4 rounds done."  # the scripted model's answer after the 4 steps
 LOOP_ERROR = re.compile(r"replay loop detected", re.IGNORECASE)
+REPEAT_ERROR = re.compile(r"repeat loop detected", re.IGNORECASE)  # SPEC §10's stop
 # The strict simulated upstream (Responses) refusing a history that repeats a call_id.
 DUPLICATE_ERROR = "Duplicate call_id"
 # A replay loop straight to the simulator is stopped once the command has run this often (the
 # loop is shown; letting it go on proves nothing more), or at the deadline.
 LOOPING = 10
+# A loop of a call that appends nothing to the log is stopped at this many upstream requests
+# (every task ends in fewer than 15).
+LOOPING_REQUESTS = 40
 DEADLINE = 150.0  # every run ends well before on its own (5-60 s on 2 busy cores)
 POLL = 0.1
 # Every surface's trips (the label says which API the agent used).
 _BREAKER = re.compile(r"^toolcall_proxy_breaker_trips_total(?:\{[^}]*\})? (\S+)$", re.MULTILINE)
+# The repeat guard's actions (SPEC §10), per action, summed over surfaces.
+_REPEATS = re.compile(
+    r'^toolcall_proxy_repeats_total\{[^}]*action="(\w+)"[^}]*\} (\S+)$', re.MULTILINE
+)
 
 
 @dataclass(frozen=True)
 class Cell:
     """A row of the matrix: what the upstream does, and the id its replay comes back under."""
 
-    mode: str  # normal | replay-once | replay-forever
-    replay_id: str  # "-" | history | restarted
+    mode: str  # normal | replay-once | replay-forever | repeat | poll ...
+    replay_id: str  # "-" | history | restarted | fresh
     model: str  # the simulator model: a Kimi-like upstream (`functions.{name}:{n}` ids)
+    counting: bool = False  # the shell command prints the log's line count (Scratch)
+    # Round 2's call instead of the shell command, as (tool, JSON arguments): a tool of the
+    # agent's whose result does not change (the log then counts nothing).
+    round2: tuple[str, str] | None = None
 
     @property
     def key(self) -> str:
@@ -78,6 +92,7 @@ class Run:
     wrote: bool  # the write step happened
     requests: list[JSON] = field(default_factory=list, repr=False)  # what the upstream got
     breaker_trips: int | None = None  # proxy only: replay loops the proxy stopped
+    repeats: dict[str, int] | None = None  # proxy only: SPEC §10's actions (note, blocked, ...)
     guard_halted: bool = False  # the agent's own loop guard ended the run
 
     @property
@@ -89,14 +104,21 @@ class Run:
         return LOOP_ERROR.search(self.output) is not None
 
     @property
+    def repeat_error(self) -> bool:
+        return REPEAT_ERROR.search(self.output) is not None
+
+    @property
     def ended(self) -> str:
         if self.returncode is None:
-            why = "still looping" if self.runs >= LOOPING else "deadline"
+            looping = self.runs >= LOOPING or len(self.requests) >= LOOPING_REQUESTS
+            why = "still looping" if looping else "deadline"
             return f"killed ({why}) at {self.seconds:.0f} s"
         if self.finished:
             how = "finished"
         elif self.loop_error:
             how = "proxy's loop error"
+        elif self.repeat_error:
+            how = "proxy's repeat-loop error"
         elif self.guard_halted:
             how = "its own loop guard"
         elif DUPLICATE_ERROR in self.output:
@@ -147,7 +169,7 @@ def _calls(message: JSON) -> list[JSON]:
 
 
 def run_agent(agent: Agent, cell: Cell, route: str, root: Path) -> Run:
-    scratch = Scratch.make(root)
+    scratch = Scratch.make(root, cell.counting)
     log = SimulatorLog()
     with ExitStack() as stack:
         sim = stack.enter_context(serving(create_simulator_app(log)))
@@ -155,9 +177,12 @@ def run_agent(agent: Agent, cell: Cell, route: str, root: Path) -> Run:
         if route == "proxy":
             upstream = Route(name="default", upstream=sim.url + "/v1")
             server = stack.enter_context(serving(create_app(Settings(routes=(upstream,)))))
-        call = agent.invocation(scratch, server.url, cell.model)
-        returncode, seconds, output = _execute(call.argv, call.env, call.stdin, scratch)
-        trips = _breaker_trips(server.url) if route == "proxy" else None
+        round2 = None if cell.round2 is None else (cell.round2[0], json.loads(cell.round2[1]))
+        call = agent.invocation(scratch, server.url, cell.model, round2)
+        returncode, seconds, output = _execute(
+            call.argv, call.env, call.stdin, scratch, lambda: len(log.requests) >= LOOPING_REQUESTS
+        )
+        metrics = httpx.get(server.url + "/metrics", timeout=10).text if route == "proxy" else ""
         requests = list(log.requests)
     wrote = scratch.out.exists() and scratch.out.read_text() == WRITTEN
     guarded = agent.own_guard is not None and agent.own_guard in output
@@ -171,7 +196,8 @@ def run_agent(agent: Agent, cell: Cell, route: str, root: Path) -> Run:
         _runs(scratch),
         wrote,
         requests,
-        breaker_trips=trips,
+        breaker_trips=_breaker_trips(metrics) if route == "proxy" else None,
+        repeats=_repeats(metrics) if route == "proxy" else None,
         guard_halted=guarded,
     )
 
@@ -181,10 +207,14 @@ def _runs(scratch: Scratch) -> int:
 
 
 def _execute(
-    argv: list[str], env: dict[str, str], stdin: str | None, scratch: Scratch
+    argv: list[str],
+    env: dict[str, str],
+    stdin: str | None,
+    scratch: Scratch,
+    looping: Callable[[], bool] = lambda: False,
 ) -> tuple[int | None, float, str]:
     """Run the agent in its own process group until it exits, or kill the whole group once
-    the command has run `LOOPING` times or at the deadline."""
+    the command has run `LOOPING` times, `looping()` says so, or at the deadline."""
     out_path = scratch.root / "output.txt"
     started = time.monotonic()
     with out_path.open("wb") as out:
@@ -201,7 +231,7 @@ def _execute(
             proc.stdin.write(stdin.encode())
             proc.stdin.close()
         returncode = proc.poll()
-        while returncode is None and _runs(scratch) < LOOPING:
+        while returncode is None and _runs(scratch) < LOOPING and not looping():
             if time.monotonic() - started > DEADLINE:
                 break
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -214,20 +244,32 @@ def _execute(
     return returncode, seconds, out_path.read_text(errors="replace")
 
 
-def _breaker_trips(proxy_url: str) -> int:
-    text = httpx.get(proxy_url + "/metrics", timeout=10).text
-    return sum(int(float(value)) for value in _BREAKER.findall(text))
+def _breaker_trips(metrics: str) -> int:
+    return sum(int(float(value)) for value in _BREAKER.findall(metrics))
+
+
+def _repeats(metrics: str) -> dict[str, int]:
+    counts: Counter[str] = Counter()
+    for action, value in _REPEATS.findall(metrics):
+        counts[action] += int(float(value))
+    return dict(counts)
+
+
+def _profile(cell: Cell) -> str:
+    """The simulator profile a cell's model names (`kimi-k2/replay-loop-chatty+...`)."""
+    return cell.model.split("+", 1)[0].rsplit("/", 1)[-1]
 
 
 def table(runs: list[Run], versions: dict[str, str]) -> str:
     """The matrix as Markdown: agent x mode x replay id, direct vs proxy."""
     by_key = {(r.agent, r.cell, r.route): r for r in runs}
+    cells = [*CELLS, *dict.fromkeys(r.cell for r in runs if r.cell not in CELLS)]
     lines = [
         "| agent | mode | replay id | direct: runs | direct: ended | proxy: runs | proxy: ended |",
         "|---|---|---|---|---|---|---|",
     ]
     for agent, version in versions.items():
-        for cell in CELLS:
+        for cell in cells:
             direct, proxied = (
                 by_key.get((agent, cell, "direct")),
                 by_key.get((agent, cell, "proxy")),
@@ -236,7 +278,7 @@ def table(runs: list[Run], versions: dict[str, str]) -> str:
                 continue
             cols = [
                 f"{agent} {version}",
-                cell.mode,
+                cell.mode if cell in CELLS else f"{cell.mode} ({_profile(cell)})",
                 cell.replay_id,
                 str(direct.runs) if direct else "",
                 direct.ended if direct else "",

@@ -201,3 +201,22 @@ def test_the_note_goes_into_the_result_in_its_own_shape() -> None:
     parts = [{"type": "input_text", "text": "x"}]
     assert with_note(parts, "N")[-1] == {"type": "input_text", "text": "N"}
     assert with_note(7, "N") == 7
+
+
+def test_codex_output_lines_that_change_every_run_are_not_compared() -> None:
+    """Codex's shell output opens with a random chunk id and the wall time; the rest decides."""
+
+    def output(chunk: str, took: str, body: str = "") -> str:
+        return (
+            f"Chunk ID: {chunk}\nWall time: {took} seconds\nProcess exited with code 0\n"
+            f"Original token count: 0\nOutput:\n{body}"
+        )
+
+    runs = [
+        [("exec_command", LS, output(c, t))]
+        for c, t in (("a1b2c3", "0.0001"), ("9f8e7d", "0.0100"), ("00aa11", "0.2000"))
+    ]
+    assert _ledger(runs).repeat_run().count == 3  # type: ignore[union-attr]
+    progress = [[("exec_command", LS, output("a1b2c3", "0.1", f"{n} lines"))] for n in range(3)]
+    assert _ledger(progress).repeat_run() is None  # a count in the output still differs
+    assert result_digest("Wall time: 1 second later") != result_digest("")

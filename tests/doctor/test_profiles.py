@@ -41,6 +41,10 @@ EXPECTED: dict[str, set[str]] = {
     "replay-once": COUNTER | {"replay"},
     "replay-loop": COUNTER | {"replay"},
     "replay-loop-chatty": COUNTER | {"replay"},
+    # The same call again under a fresh id (SPEC §10's repeat): the doctor's replay probe
+    # names it as a re-issued call ("again, under another id").
+    "repeat-forever": {"replay"},
+    "poll-until-done": {"replay"},
     "replay-mixed": COUNTER | {"replay"},
     "replay-once-restarted": COUNTER | {"replay"},
     "replay-loop-restarted": COUNTER | {"replay"},
