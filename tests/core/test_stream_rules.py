@@ -410,7 +410,8 @@ def test_non_json_data_lines_become_comments_in_place_and_are_counted() -> None:
     assert [e.other for e in events[:3]] == [
         (": not json {",),
         (),
-        ("event: note", ": still not", ": json"),
+        # its `event:` line too: an SDK dispatches a named event even when it has no data
+        (": event: note", ": still not", ": json"),
     ]
     assert [e.raw for e in events[:3:2]] == [None, None]  # no data line left in them
     assert content_of(events) == "x"

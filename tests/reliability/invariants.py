@@ -110,7 +110,9 @@ def check_stream(
         for line in event.other:
             # SPEC §4: a data line that is not JSON comes back as a comment carrying its text
             from_data = line.startswith(b": ") and line[2:] in sent_data_lines
-            assert line in sent_other or from_data, (
+            # ... and the `event:` line of that event too (an SDK dispatches a named event)
+            from_name = line.startswith(b": event:") and line[2:] in sent_other
+            assert line in sent_other or from_data or from_name, (
                 f"a non-data line the upstream never sent: {line[:60]!r}"
             )
         data = event.data
