@@ -90,12 +90,27 @@ class UpstreamStreamError(UpstreamError):
     code = "upstream_stream_error"
 
 
+# SPEC §5, §8: the `type` of the error event that ends a Chat Completions stream at a replay
+# loop once bytes went out (its code and message stay the loop's). qwen-code continues a stream
+# cut by an error event without an HTTP status whenever the response carried a request id, as
+# the proxy's always does (it re-sent the looping request three times), but stops at once on
+# this type; opencode and pi stop on either (tests/agents/test_chat_loop_error.py measures all
+# three). Before the first byte the loop is the HTTP 422 of type `loop_detected`.
+LOOP_EVENT_TYPE = "invalid_request_error"
+
+
 class ReplayLoopDetected(ProxyError):
     """SPEC §5 circuit breaker: the model keeps replaying calls that were answered."""
 
     status = 422
     error_type = "loop_detected"
     code = "tool_call_replay_loop"
+
+    def sse_bytes(self) -> bytes:
+        """The loop as a Chat Completions stream's last event (LOOP_EVENT_TYPE); the other
+        surfaces write their own."""
+        body = error_body(self.message, LOOP_EVENT_TYPE, self.code)
+        return b"data: " + orjson.dumps(body) + b"\n\n"
 
     def __init__(self, tool_name: str, raw_id: str, reason: str, *, client_id: str | None = None):
         # SPEC §5: name the id the client knows the call by; the raw id is the model's.

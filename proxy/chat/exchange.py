@@ -37,7 +37,7 @@ from proxy.core.events import (
 from proxy.core.guard import GuardState, Replay
 from proxy.core.notes import Note, RepeatNoted
 from proxy.core.repeat import DEFAULT_EXEMPT
-from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError, error_body
+from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
 from proxy.jsontext import dumps
 
 
@@ -243,9 +243,7 @@ class ChatExchange(RoundPhases):
 
     def stream_error(self, error: ProxyError) -> bytes:
         """SPEC §6: a stream that cannot go on ends with an error event (no `[DONE]`); a
-        replay loop's in the form its agents treat as final (`loop_event`)."""
-        if isinstance(error, ReplayLoopDetected):
-            return loop_event(error)
+        replay loop's in the form its agents treat as final (`ReplayLoopDetected.sse_bytes`)."""
         return error.sse_bytes()
 
     def _non_json_now(self) -> int:
@@ -340,21 +338,6 @@ class ChatExchange(RoundPhases):
             lambda: build_followup(self._upstream_body, self.facts, self.guard, content, replays),
             replays,
         )
-
-
-# SPEC §5, §8: the `type` of the error event that ends a stream at a replay loop once bytes went
-# out (its code and message stay the loop's). qwen-code continues a stream cut by an error
-# event without an HTTP status whenever the response carried a request id, as the proxy's
-# always does (it re-sent the looping request three times), but stops at once on this type;
-# opencode and pi stop on either (tests/agents/test_chat_loop_error.py measures all three).
-# Before the first byte the loop is still the HTTP 422 of type `loop_detected`.
-LOOP_EVENT_TYPE = "invalid_request_error"
-
-
-def loop_event(error: ReplayLoopDetected) -> bytes:
-    """The error event that ends a Chat Completions stream at a replay loop."""
-    body = error_body(error.message, LOOP_EVENT_TYPE, error.code)
-    return b"data: " + orjson.dumps(body) + b"\n\n"
 
 
 @dataclass(slots=True)

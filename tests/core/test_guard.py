@@ -223,7 +223,8 @@ def error_of(events: list[Event]) -> dict[str, Any]:
 
 
 def assert_loop_error(error: dict[str, Any], name: str, raw_id: str) -> None:
-    assert error["type"] == "loop_detected"
+    # In a stream, the type its agents treat as final (proxy.errors.LOOP_EVENT_TYPE)
+    assert error["type"] == "invalid_request_error"
     assert error["code"] == "tool_call_replay_loop"
     assert error["param"] is None
     assert error["message"].startswith("Tool-call replay loop detected")

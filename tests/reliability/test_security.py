@@ -378,7 +378,7 @@ def _loop_error(response: httpx.Response, tool: str, *, as_event: bool) -> None:
     else:
         assert response.status_code == 422
         error = error_body(response)
-    # In-stream, the type qwen-code does not retry (proxy.chat.exchange.LOOP_EVENT_TYPE).
+    # In-stream, the type qwen-code does not retry (proxy.errors.LOOP_EVENT_TYPE).
     kind = "invalid_request_error" if as_event else "loop_detected"
     assert (error["type"], error["code"]) == (kind, "tool_call_replay_loop")
     assert error["message"].startswith("Tool-call replay loop detected")
