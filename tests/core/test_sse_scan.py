@@ -45,7 +45,8 @@ STOP_CHUNK = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}
         (NULL_CHUNK, PLAIN),
         (NULL_CHUNK * 3, PLAIN),
         (b"data: {}\n\n", PLAIN),
-        (b"data: {\n\n", PLAIN),
+        # not JSON (SPEC §4: the general path makes it a comment), whatever it starts with
+        (b"data: {\n\n", 0),
         # not whole one-line data events
         (NULL_CHUNK[:-1], 0),
         (NULL_CHUNK + b"data: [DONE]\n\n", 0),
@@ -65,8 +66,8 @@ STOP_CHUNK = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}
         (b'data: {"finish_reason":"tool_calls","tool_calls":1}\n\n', PLAIN | TOOL_CALLS),
         # a finish_reason value inside content is escaped, so it is not a key
         (b'data: {"content":"\\"finish_reason\\":\\"stop\\""}\n\n', PLAIN),
-        # two keys sharing a quote: the first is not followed by `:null`
-        (b'data: {"finish_reason"finish_reason":null}\n\n', PLAIN | LIVE_FINISH),
+        # two keys sharing a quote: not JSON, so refused before any key is looked for
+        (b'data: {"finish_reason"finish_reason":null}\n\n', 0),
         (b'data: {"finish_reason":null,"finish_reason":null}\n\n', PLAIN),
     ],
 )
