@@ -113,6 +113,7 @@ class Choices:
             result = self._rewrite(choices[0], 0)
             return result is not _SAME, [] if result is _EMPTY else choices
         changed = False
+        dropped = False
         kept = []
         for position, choice in enumerate(choices):
             if not isinstance(choice, dict):
@@ -120,8 +121,15 @@ class Choices:
                 continue
             result = self._rewrite(choice, position)
             changed = changed or result is not _SAME
-            if result is not _EMPTY:
-                kept.append(choice)
+            if result is _EMPTY:
+                dropped = True
+                continue
+            if dropped and not isinstance(choice.get("index"), int):
+                # Placed by its position (SPEC §4), which the choice dropped before it would
+                # change: the client must still be told whose choice this is.
+                choice["index"] = position
+                changed = True
+            kept.append(choice)
         return changed, kept
 
     def takes_plain_start(self, text: str) -> bool:
