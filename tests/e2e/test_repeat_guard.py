@@ -24,6 +24,7 @@ import pytest
 
 from proxy.core.repeat import REPEAT_ANSWER
 from tests.e2e.conftest import ProxyFactory
+from tests.reliability.upstreams import SSE_HEADERS, Script, ScriptedUpstream
 from tests.servers import ServerThread, serving
 
 ARGS = {"command": "cat build.log"}
@@ -134,32 +135,23 @@ _GRAMMARS = {"/v1/chat/completions": _chat, "/v1/messages": _anthropic, "/v1/res
 
 
 @dataclass
-class RepeatingModel:
+class RepeatingModel(ScriptedUpstream):
     """An upstream whose model calls `tool` with the same arguments, under a fresh id, on
-    every request; it records the requests' bodies."""
+    every request (ScriptedUpstream records what it was sent)."""
 
-    tool: str
-    requests: list[dict[str, Any]] = field(default_factory=list)
+    tool: str = "run_shell"
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        self.requests.append(orjson.loads(body))
-        answer = _GRAMMARS[scope["path"]](self.tool)
-        headers = [(b"content-type", b"text/event-stream")]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": answer})
+    def pick(self, path: str, stream: bool) -> Script:
+        return Script(headers=SSE_HEADERS, pieces=(_GRAMMARS[path](self.tool),))
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        return [orjson.loads(seen.body) for seen in self.seen]
 
 
 @pytest.fixture()
 def model(request: pytest.FixtureRequest) -> Iterator[tuple[RepeatingModel, ServerThread]]:
-    upstream = RepeatingModel(getattr(request, "param", "run_shell"))
+    upstream = RepeatingModel(tool=getattr(request, "param", "run_shell"))
     with serving(upstream) as server:
         yield upstream, server
 
