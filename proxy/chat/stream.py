@@ -32,7 +32,7 @@ from mypy_extensions import mypyc_attr
 from proxy.chat.calls import CallSlot
 from proxy.chat.choices import Choices
 from proxy.chat.continuation import Carry, Continuation, FollowupNeeded, RoundContent, add_usage
-from proxy.chat.head import HeadGate, shows_nothing
+from proxy.chat.head import HeadGate, events_show_nothing, shows_nothing
 from proxy.chat.lane import FragmentLane
 from proxy.chat.sse_scan import CONTENT, MARKUP, PLAIN, USAGE, event_at, run_end, scan
 from proxy.core.decide import ResponseIds
@@ -161,6 +161,10 @@ class StreamSanitizer:
         self._hot_allowed = carry is None and single
         self._hot = False
         self._lane: FragmentLane | None = None  # a held call's fragments, from their bytes
+        # Output of this round showed the user something: the response's head leaves with it
+        # at the end of the read that made it (`HeadGate`), so output the hot path forwards
+        # from then on is not asked whether it shows anything (SPEC §5).
+        self._shown = False
 
     @property
     def nothing_released(self) -> bool:
@@ -216,12 +220,23 @@ class StreamSanitizer:
                 return self._first_read(data)
         return self._handle(self._decoder.feed(data), None)
 
-    def _forward_run(self, run: bytes, start: int = 0) -> list[bytes]:
+    def _forward_run(
+        self, run: bytes, start: int = 0, before: list[bytes] | None = None
+    ) -> list[bytes]:
         """Whole events the rule forwards unchanged, as they arrived: `run[start:]`, returned
-        as `run` (the caller only passes a `start` when all of `run` leaves as it arrived)."""
+        as `run` (the caller only passes a `start` when all of `run` leaves as it arrived;
+        `before`: then the output `run[:start]` made)."""
         if self._content is not None:
             self._content.add_read(run, start)
         self._choices.raw_seen = True
+        if not self._shown and not self._carry.released:
+            # SPEC §5: output that shows nothing waits, parsed or not (`HeadGate`).
+            if (before is not None and self._head.shows(before)) or not events_show_nothing(
+                run, start
+            ):
+                self._shown = True
+            else:
+                self._head.quiet(run)
         return [run]
 
     def _refused_read(
@@ -269,9 +284,9 @@ class StreamSanitizer:
             cut = self._forwardable_run(data, pos, end, run, one_line)
             run = -1  # it was the answer for the read's first position only
             if cut == size and intact:
-                return self._forward_run(data, pos)
+                return self._forward_run(data, pos, out)
             if cut > pos:
-                out += self._forward_run(data[pos:cut])
+                out += self._forward_run(data[pos:cut], 0, out)
                 pos = cut
                 continue
             event = data[pos:end]
@@ -419,9 +434,23 @@ class StreamSanitizer:
             if self._content is not None:
                 self._content.add_event(data)
             self._choices.raw_seen = True
-            out.append(encode_event(data, event.other))
+            encoded = encode_event(data, event.other)
+            if not self._shown and self._waits(data, out):  # the flag first: a call less
+                self._head.quiet(encoded)
+            out.append(encoded)
         else:
             self._parsed_event(data, event.other, out)
+
+    def _waits(self, data: bytes, out: list[bytes]) -> bool:
+        """SPEC §5: does an event left unchanged (its data, one JSON object: the rule proved
+        it) show nothing while the head waits, as the general path would find it? Parsed only
+        while nothing of the response, nor of this read's output `out`, shows anything."""
+        if self._shown or self._carry.released:
+            return False
+        if self._head.shows(out) or not shows_nothing(orjson.loads(data)):
+            self._shown = True
+            return False
+        return True
 
     def _unchanged_event(self, data: bytes, refused: bytes | None) -> bool:
         """The one rule for an event on the general path: its data framed as a read of its
