@@ -1,7 +1,7 @@
 """The proxy's compiled parts.
 
 - The stream hot path's C parts: the byte scan (proxy/chat/sse_scan.py says why) and the
-  chunked body decoder (proxy/_chunked.c says why). Optional: where they cannot be compiled
+  chunked body decoder (proxy/upstream/_chunked.c says why). Optional: where they cannot be compiled
   the install still succeeds, the pure-Python scan serves and httptools decodes the bodies.
 - The sans-IO cores, compiled from their own Python source by mypyc (`COMPILED` below): the
   same code, type-checked, as C. On the stream agents get from a Kimi-like upstream this takes
@@ -30,7 +30,7 @@ from setuptools.command.build_ext import build_ext
 # a compiled package would look for its modules in the wrong folder. Compiled code checks
 # its arguments' types: a test's stand-in must be of the class it stands for.
 #
-# The shell (from `proxy/app.py` on: the app, the exchange handler, the upstream client and
+# The shell (from `proxy/server/app.py` on: the app, the exchange handler, the upstream client and
 # transport, the server's HTTP protocol, the request's log line and metrics) is compiled too.
 # Alone, its round loop's coroutines cost more compiled than interpreted (307,850 instructions
 # for the small request against 303,800), but compiled with all it calls the small request
@@ -72,6 +72,9 @@ COMPILED = [
     "proxy/core/jsoncomplete.py",
     "proxy/core/ledger.py",
     "proxy/core/notes.py",
+    "proxy/core/body.py",
+    "proxy/core/rounds.py",
+    "proxy/core/usage.py",
     "proxy/core/textcalls/checks.py",
     "proxy/core/textcalls/extent.py",
     "proxy/core/textcalls/formats.py",
@@ -81,20 +84,20 @@ COMPILED = [
     "proxy/core/textcalls/scanner.py",
     "proxy/core/textcalls/tagged.py",
     "proxy/core/textcalls/whole.py",
-    "proxy/client_writer.py",
-    "proxy/exchange_report.py",
-    "proxy/sse.py",
-    "proxy/app.py",
-    "proxy/asgi.py",
-    "proxy/exchange_handler.py",
-    "proxy/forwarding.py",
-    "proxy/http_protocol.py",
-    "proxy/observability.py",
-    "proxy/progress.py",
-    "proxy/settings.py",
-    "proxy/transport.py",
-    "proxy/upstream.py",
-    "proxy/upstream_call.py",
+    "proxy/server/client_writer.py",
+    "proxy/server/exchange_report.py",
+    "proxy/core/sse.py",
+    "proxy/server/app.py",
+    "proxy/server/asgi.py",
+    "proxy/server/exchange_handler.py",
+    "proxy/server/forwarding.py",
+    "proxy/server/http_protocol.py",
+    "proxy/ops/observability.py",
+    "proxy/server/progress.py",
+    "proxy/config/settings.py",
+    "proxy/upstream/transport.py",
+    "proxy/upstream/client.py",
+    "proxy/upstream/call.py",
 ]
 
 # mypyc type-checks what it compiles. In an isolated build environment the runtime
@@ -149,6 +152,6 @@ setup(
     cmdclass={"build_ext": BuildExt},
     ext_modules=[
         Extension("proxy.chat._sse_scan", sources=["proxy/chat/_sse_scan.c"], optional=True),
-        Extension("proxy._chunked", sources=["proxy/_chunked.c"], optional=True),
+        Extension("proxy.upstream._chunked", sources=["proxy/upstream/_chunked.c"], optional=True),
     ],
 )

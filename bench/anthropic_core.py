@@ -18,7 +18,7 @@ import orjson
 
 from bench.inprocess import per_unit
 from proxy.anthropic.exchange import AnthropicExchange
-from proxy.chat.exchange import RouteRules
+from proxy.core.rounds import RouteRules
 
 WARMUP = 20
 READ_BYTES = 16 * 1024

@@ -61,8 +61,8 @@ def main(argv: list[str]) -> int:
 
     import uvicorn
 
-    from proxy.options import OPTION
-    from proxy.server import http_protocol
+    from proxy.config.options import OPTION
+    from proxy.server.draining import http_protocol
 
     parser = argparse.ArgumentParser(prog="python -m bench.floor")
     parser.add_argument("port", type=int)
@@ -75,10 +75,10 @@ def main(argv: list[str]) -> int:
         host="127.0.0.1",
         port=args.port,
         loop="uvloop",
-        http=http_protocol(args.http),  # as proxy.cli runs it
+        http=http_protocol(args.http),  # as proxy.cli.main runs it
         log_level="warning",
         access_log=False,
-        proxy_headers=False,  # as proxy.cli runs it
+        proxy_headers=False,  # as proxy.cli.main runs it
         server_header=False,
     )
     return 0

@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from proxy.config import FLAGS_ENV, add_serve_flags, settings_from_flags
+from proxy.config.load import FLAGS_ENV, add_serve_flags, settings_from_flags
 
 
 def main(argv: list[str]) -> int:
@@ -29,7 +29,7 @@ def main(argv: list[str]) -> int:
     # Each granian worker builds the app from the flags, as `serve --workers` has uvicorn's.
     os.environ[FLAGS_ENV] = json.dumps(flags)
     Granian(
-        "proxy.app:app_from_environment",
+        "proxy.server.app:app_from_environment",
         address=settings.host,
         port=settings.port,
         interface=Interfaces.ASGI,

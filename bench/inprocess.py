@@ -17,7 +17,7 @@ KIND is nothing (a small non-streaming request), `--stream` (200 content deltas)
 rewrites, as agents get from a Kimi-like upstream: bench.upstream's `bench-kimi`).
 
 The scope offers the disconnect extension of the proxy's own HTTP protocol
-(`proxy.asgi.DISCONNECT_EXTENSION`), as the server the proxy runs by default does, so the
+(`proxy.server.asgi.DISCONNECT_EXTENSION`), as the server the proxy runs by default does, so the
 app watches for a client leaving as it does there; its callback is kept, never called (no
 client leaves). `--receive-watch` leaves it out: the app then watches with a waiting
 `receive()`, as under uvicorn's own protocols (`--http httptools`).
@@ -49,11 +49,11 @@ import uvloop
 
 from bench.client import toolcall_body
 from bench.upstream import TOOLCALL_ID, serve
-from proxy.app import create_app
-from proxy.asgi import DISCONNECT_EXTENSION
-from proxy.config import Route, Settings
-from proxy.observability import LOGGER, configure_logging
-from proxy.transport import HttptoolsTransport, RawResponse, request_head
+from proxy.config.load import Route, Settings
+from proxy.ops.observability import LOGGER, configure_logging
+from proxy.server.app import create_app
+from proxy.server.asgi import DISCONNECT_EXTENSION
+from proxy.upstream.transport import HttptoolsTransport, RawResponse, request_head
 from tests.servers import free_port
 
 WARMUP = 200

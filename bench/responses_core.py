@@ -20,7 +20,7 @@ from pathlib import Path
 import orjson
 
 from bench.inprocess import per_unit
-from proxy.chat.exchange import RouteRules
+from proxy.core.rounds import RouteRules
 from proxy.responses.exchange import ResponsesExchange
 
 WARMUP = 20

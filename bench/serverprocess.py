@@ -38,7 +38,7 @@ from typing import NamedTuple
 from bench import procs
 from bench.client import Connection, chat_body, chat_request, toolcall_body
 from bench.inprocess import add_kind_flags, kind_of
-from proxy.options import OPTION
+from proxy.config.options import OPTION
 
 WARMUP = 50
 # Valgrind runs the interpreter about 50x slower: starting the server takes a while.

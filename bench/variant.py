@@ -5,7 +5,7 @@ the proxy's `UpstreamClient` over the transport under comparison:
 
 - `default`: httpx's own transport (httpcore);
 - `aiohttp`: `httpx_aiohttp.AiohttpTransport`;
-- `proxy`: whatever `proxy.upstream.make_upstream_client()` picks (what production runs).
+- `proxy`: whatever `proxy.upstream.client.make_upstream_client()` picks (what production runs).
 
 Run as `python -m bench.variant TRANSPORT serve-flags...`.
 """
@@ -21,7 +21,7 @@ TRANSPORTS = ("default", "aiohttp", "proxy")
 
 def make_client(name: str) -> httpx.AsyncClient:
     """The proxy's own client class over the named transport: the rows differ by transport."""
-    from proxy.upstream import UpstreamClient, make_upstream_client
+    from proxy.upstream.client import UpstreamClient, make_upstream_client
 
     if name == "proxy":
         return make_upstream_client()
@@ -41,9 +41,9 @@ def make_client(name: str) -> httpx.AsyncClient:
 def main(argv: list[str]) -> int:
     import uvicorn
 
-    from proxy.app import create_app
-    from proxy.cli import settings_from_argv
-    from proxy.observability import configure_logging
+    from proxy.cli.main import settings_from_argv
+    from proxy.ops.observability import configure_logging
+    from proxy.server.app import create_app
 
     name, *serve_argv = argv
     settings = settings_from_argv(serve_argv)

@@ -21,21 +21,7 @@ import atheris
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 with atheris.instrument_imports(include=["proxy"]):
-    import proxy.chat.calls
-    import proxy.chat.choices
-    import proxy.chat.continuation
-    import proxy.chat.head
-    import proxy.chat.history
-    import proxy.chat.message
-    import proxy.chat.sse_scan
-    import proxy.chat.stream
-    import proxy.core.decide
-    import proxy.core.guard
-    import proxy.core.ids
-    import proxy.core.jsoncomplete
-    import proxy.core.textcalls
-    import proxy.jsontext
-    import proxy.sse  # noqa: F401
+    pass
 
 from proxy.chat.history import translate_request
 from proxy.chat.sse_scan import CONTENT, MARKUP, USAGE, native_scan, scan_py

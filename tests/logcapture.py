@@ -7,7 +7,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from proxy.observability import LOGGER
+from proxy.ops.observability import LOGGER
 
 
 @contextmanager

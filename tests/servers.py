@@ -16,8 +16,8 @@ from typing import Any
 
 import uvicorn
 
-from proxy.options import OPTION
-from proxy.server import http_protocol
+from proxy.config.options import OPTION
+from proxy.server.draining import http_protocol
 
 
 def free_port() -> int:

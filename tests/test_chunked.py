@@ -1,4 +1,4 @@
-"""The compiled chunked decoder (proxy/_chunked.c) against httptools, which it stands in for
+"""The compiled chunked decoder (proxy/upstream/_chunked.c) against httptools, which it stands in for
 on response bodies: the same body bytes for any chunked body split any way across reads, the
 same refusals, and reads cut at chunk boundaries once they reach the limit."""
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy._chunked import Dechunker  # compiled by the project install (setup.py)
+from proxy.upstream._chunked import Dechunker  # compiled by the project install (setup.py)
 
 HEAD = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
 

@@ -21,8 +21,8 @@ import orjson
 import pytest
 import uvicorn
 
-from proxy.app import create_app
-from proxy.config import SIMULATOR_MOUNT, Route, Settings
+from proxy.config.load import SIMULATOR_MOUNT, Route, Settings
+from proxy.server.app import create_app
 from proxy.simulator import PROFILES, SimulatorLog, create_simulator_app, profile_for_model
 from proxy.simulator.profiles import IdStyle
 

@@ -21,8 +21,8 @@ import httpx
 import orjson
 import pytest
 
-from proxy.app import create_app
-from proxy.config import Route, Settings
+from proxy.config.load import Route, Settings
+from proxy.server.app import create_app
 from proxy.simulator import create_simulator_app, profile_for_model
 from proxy.simulator.profiles import IdStyle, Replay, ReplayId
 from tests.servers import ServerThread, serving

@@ -20,12 +20,17 @@ import httpx
 import pytest
 import uvloop
 
-from proxy import transport as transport_module
-from proxy.config import Route
-from proxy.errors import UpstreamStreamError, UpstreamTimeout, UpstreamUnreachable
-from proxy.transport import HttptoolsTransport, request_head
-from proxy.upstream import UpstreamClient, make_upstream_client, map_upstream_errors, timeouts
-from proxy.upstream_call import UpstreamResponse, iter_body, open_upstream
+from proxy.config.load import Route
+from proxy.core.errors import UpstreamStreamError, UpstreamTimeout, UpstreamUnreachable
+from proxy.upstream import transport as transport_module
+from proxy.upstream.call import UpstreamResponse, iter_body, open_upstream
+from proxy.upstream.client import (
+    UpstreamClient,
+    make_upstream_client,
+    map_upstream_errors,
+    timeouts,
+)
+from proxy.upstream.transport import HttptoolsTransport, request_head
 
 READ_TIMEOUT = 0.3  # seconds of upstream silence the client tolerates in these tests
 GUARD = 5.0  # no test may wait longer than this for anything

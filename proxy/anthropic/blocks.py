@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.core.decide import Decision
+from proxy.core.jsontext import dumps
 from proxy.core.notes import IdRewritten
 from proxy.core.textcalls import TextCallScanner
-from proxy.jsontext import dumps
 
 # Keys a tool_use block carries that the proxy decides itself.
 _TOOL_KEYS = frozenset({"type", "id", "name", "input"})

@@ -13,10 +13,10 @@ from typing import Any
 
 from proxy.anthropic.exchange import AnthropicExchange
 from proxy.anthropic.wire import error_response
-from proxy.chat.codec import parse_chat_body
-from proxy.chat.exchange import RouteRules
-from proxy.surface_codec import SurfaceCodec
-from proxy.surfaces import ANTHROPIC_MESSAGES
+from proxy.core.body import parse_messages_body
+from proxy.core.rounds import RouteRules
+from proxy.core.surface_codec import SurfaceCodec
+from proxy.core.surfaces import ANTHROPIC_MESSAGES
 
 
 def new_anthropic_exchange(
@@ -27,7 +27,7 @@ def new_anthropic_exchange(
 
 ANTHROPIC_CODEC = SurfaceCodec(
     surface=ANTHROPIC_MESSAGES,
-    parse_body=parse_chat_body,  # the same rule: a JSON object with a `messages` list
+    parse_body=parse_messages_body,  # the same rule: a JSON object with a `messages` list
     new_exchange=new_anthropic_exchange,
     error_response=error_response,
     loop_in_stream=True,

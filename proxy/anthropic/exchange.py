@@ -21,19 +21,13 @@ from proxy.anthropic.message import merge_continuation, sanitize_message
 from proxy.anthropic.request import translate_messages
 from proxy.anthropic.stream import AnthropicStream, MessageCarry, StreamPhase, output_tokens
 from proxy.anthropic.wire import encode, error_event
-from proxy.chat.exchange import (
-    ExchangeClosed,
-    ExchangePhase,
-    MessageRound,
-    RoundPhases,
-    RouteRules,
-)
 from proxy.core.decide import ResponseIds
+from proxy.core.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
 from proxy.core.events import ExchangeEvent, Forward, LoopDetected, UpstreamBroken
 from proxy.core.guard import Replay
+from proxy.core.jsontext import dumps
 from proxy.core.notes import Note
-from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
-from proxy.jsontext import dumps
+from proxy.core.rounds import ExchangeClosed, ExchangePhase, MessageRound, RoundPhases, RouteRules
 
 MINT_PREFIX = "toolu_"  # SPEC §8: minted client ids are toolu_{turn}_{idx}_{hex8}
 

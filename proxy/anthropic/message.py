@@ -19,9 +19,9 @@ from proxy.anthropic.stream import MessageCarry, output_tokens, truthful_stop_re
 from proxy.core.decide import ResponseIds, Verdict
 from proxy.core.guard import Replay
 from proxy.core.ids import normalize_raw_id
+from proxy.core.jsontext import dumps
 from proxy.core.notes import DeltaRepaired, Note
 from proxy.core.textcalls import TextCallScanner
-from proxy.jsontext import dumps
 
 
 @dataclass(slots=True)

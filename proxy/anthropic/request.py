@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.core.jsontext import dumps
 from proxy.core.ledger import HistoryFacts, HistoryLedger, LedgerCall, resolve_dialect
 from proxy.core.repeat import note_text, with_note
-from proxy.jsontext import dumps
 
 # (message position, block position) of a tool_use or tool_result block
 Place = tuple[int, int]

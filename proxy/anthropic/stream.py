@@ -34,16 +34,16 @@ from proxy.anthropic.blocks import (
     followup_blocks,
     record_of,
 )
-from proxy.anthropic.framing import Event, EventReader
 from proxy.anthropic.output import RoundOutput
 from proxy.anthropic.texts import TextBlocks
 from proxy.anthropic.tools import ToolBlocks
 from proxy.anthropic.wire import at_index, encode, encode_raw
 from proxy.core.decide import ResponseIds
+from proxy.core.errors import ReplayLoopDetected
+from proxy.core.framing import Event, EventReader
 from proxy.core.guard import Replay
 from proxy.core.notes import DeltaRepaired, Note
-from proxy.errors import ReplayLoopDetected
-from proxy.sse import encode_comment, encode_event
+from proxy.core.sse import encode_comment, encode_event
 
 
 @dataclass(slots=True)

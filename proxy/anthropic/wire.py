@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
-from proxy.errors import ProxyError, RequestTooLarge
-from proxy.jsontext import dumps
+from proxy.core.errors import ProxyError, RequestTooLarge
+from proxy.core.jsontext import dumps
 
 
 def encode(data: dict[str, Any]) -> bytes:

@@ -22,9 +22,9 @@ import orjson
 from proxy.core.decide import UNPARSED, ChoiceIds, ResponseIds, Verdict
 from proxy.core.ids import normalize_raw_id
 from proxy.core.jsoncomplete import JsonCompleteness, Progress, is_complete_json
+from proxy.core.jsontext import dumps
 from proxy.core.notes import DeltaRepaired, IdRewritten, Note
 from proxy.core.textcalls import RecoveredCall
-from proxy.jsontext import dumps
 
 
 class SlotState(Enum):

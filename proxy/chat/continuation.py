@@ -19,8 +19,9 @@ from typing import Any
 import orjson
 
 from proxy.core.guard import Replay
-from proxy.jsontext import dumps
-from proxy.sse import encode_event
+from proxy.core.jsontext import dumps
+from proxy.core.sse import encode_event
+from proxy.core.usage import add_usage
 
 
 @dataclass(slots=True, init=False)
@@ -63,23 +64,6 @@ class FollowupNeeded:
     content: str
     replays: list[Replay]
     carry: Carry
-
-
-def add_usage(total: dict[str, Any] | None, usage: object) -> dict[str, Any] | None:
-    """Sum numeric usage fields (nested details too) over rounds."""
-    if not isinstance(usage, dict):
-        return total
-    if total is None:
-        return orjson.loads(dumps(usage))  # type: ignore[no-any-return]
-    for key, value in usage.items():
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            previous = total.get(key)
-            total[key] = (previous if isinstance(previous, int | float) else 0) + value
-        elif isinstance(value, dict):
-            total[key] = add_usage(
-                total.get(key) if isinstance(total.get(key), dict) else None, value
-            )
-    return total
 
 
 class RoundContent:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.core.jsontext import dumps
 from proxy.core.ledger import (
     FORM_ISSUED,
     FORM_UPSTREAM,
@@ -32,7 +33,6 @@ from proxy.core.ledger import (
     resolve_dialect,
 )
 from proxy.core.repeat import note_text, with_note
-from proxy.jsontext import dumps
 
 
 # Value objects: read-only by convention and hashed by value (unsafe_hash), not frozen: a

@@ -11,13 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.chat.stream import Carry, add_usage
+from proxy.chat.stream import Carry
 from proxy.core.decide import ChoiceIds, ResponseIds, Verdict, truthful_finish_reason
 from proxy.core.guard import Replay
 from proxy.core.ids import normalize_raw_id
+from proxy.core.jsontext import dumps
 from proxy.core.notes import DeltaRepaired, IdRewritten, Note
 from proxy.core.textcalls import RecoveredCall, TextCallScanner
-from proxy.jsontext import dumps
+from proxy.core.usage import add_usage
 
 
 @dataclass(slots=True)
@@ -44,7 +45,7 @@ def holds_no_call(raw: bytes) -> bool:
     on its bytes, so that the usual answer (text, no calls) is not parsed and walked: without
     the name `tool_calls` there is no call to decide and no `finish_reason: tool_calls` to make
     truthful. A JSON `\\u` escape could spell that name in a key or a value, so an answer with
-    any escape is left to the full check. find(), not `in`: see proxy.transport."""
+    any escape is left to the full check. find(), not `in`: see proxy.upstream.transport."""
     return raw.find(b"tool_calls") < 0 and raw.find(b"\\u") < 0
 
 

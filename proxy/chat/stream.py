@@ -31,16 +31,16 @@ from mypy_extensions import mypyc_attr
 
 from proxy.chat.calls import CallSlot
 from proxy.chat.choices import Choices
-from proxy.chat.continuation import Carry, Continuation, FollowupNeeded, RoundContent, add_usage
+from proxy.chat.continuation import Carry, Continuation, FollowupNeeded, RoundContent
 from proxy.chat.head import HeadGate, events_show_nothing, shows_nothing
 from proxy.chat.lane import FragmentLane
 from proxy.chat.sse_scan import CONTENT, MARKUP, PLAIN, USAGE, event_at, run_end, scan
 from proxy.core.decide import ResponseIds
+from proxy.core.errors import ReplayLoopDetected
 from proxy.core.jsoncomplete import is_complete_json
+from proxy.core.jsontext import dumps
 from proxy.core.notes import DeltaRepaired, Note
-from proxy.errors import ReplayLoopDetected
-from proxy.jsontext import dumps
-from proxy.sse import DONE_EVENT, SSEDecoder, SSEEvent, encode_comment, encode_event
+from proxy.core.sse import DONE_EVENT, SSEDecoder, SSEEvent, encode_comment, encode_event
 
 __all__ = [
     "CallSlot",
@@ -49,7 +49,6 @@ __all__ = [
     "StreamPhase",
     "StreamSanitizer",
     "StreamStateError",
-    "add_usage",
     "is_complete_json",
 ]
 

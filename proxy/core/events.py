@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from proxy.core.errors import ProxyError, ReplayLoopDetected
 from proxy.core.guard import Replay
-from proxy.errors import ProxyError, ReplayLoopDetected
 
 
 # Value objects: read-only by convention and hashed by value (unsafe_hash), not frozen: a

@@ -17,10 +17,10 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from proxy.core.errors import RepeatLoopDetected, ReplayLoopDetected
 from proxy.core.ids import fingerprint, kimi_id, mint_client_id
 from proxy.core.ledger import FORM_UPSTREAM, Fingerprint, HistoryFacts
 from proxy.core.repeat import REPEAT_ANSWER
-from proxy.errors import RepeatLoopDetected, ReplayLoopDetected
 
 REPLAY_MESSAGE = (
     'Duplicate tool call id "{raw_id}" was already handled: this call to "{name}" with the same '

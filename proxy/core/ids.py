@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from proxy.jsontext import dumps
+from proxy.core.jsontext import dumps
 
 _NATIVE_RE = re.compile(r"[A-Za-z0-9_-]{1,40}")
 # A "small number" is 1-4 digits: ids like these count calls and recur every turn.

@@ -10,5 +10,5 @@ words of the project's quirk list and the route settings that fit. Modules:
 - `core`: the proxy's own core run offline on each response (to continue the conversation
   as a client would, and for the proxy's own account of what it would repair).
 - `quirks` and `observers`: each quirk, and the code that spots it in the raw responses.
-- `probes`: one probe per API surface (proxy.surfaces); `report`: text and JSON.
+- `probes`: one probe per API surface (proxy.core.surfaces); `report`: text and JSON.
 """

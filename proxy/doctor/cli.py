@@ -53,7 +53,7 @@ def add_doctor_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def run_doctor(args: argparse.Namespace) -> int:
     import orjson
 
-    from proxy.config import ConfigError, upstream_base_url
+    from proxy.config.load import ConfigError, upstream_base_url
     from proxy.doctor.diagnose import diagnose
     from proxy.doctor.report import as_json, render_text
 

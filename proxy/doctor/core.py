@@ -22,11 +22,11 @@ from proxy.chat.history import translate_request
 from proxy.chat.message import sanitize_completion
 from proxy.chat.stream import StreamSanitizer
 from proxy.core.decide import ResponseIds
+from proxy.core.errors import ProxyError
 from proxy.core.guard import GuardState
 from proxy.core.notes import CallDropped, DeltaRepaired, IdRewritten, Note
-from proxy.doctor.session import Exchange
-from proxy.errors import ProxyError
-from proxy.sse import SSEDecoder
+from proxy.core.sse import SSEDecoder
+from proxy.doctor.session import RecordedExchange
 
 JSON = dict[str, Any]
 
@@ -77,7 +77,7 @@ def _message_from_stream(body: bytes) -> JSON:
     return message
 
 
-def run_core(exchange: Exchange, *, ids: str, dialect: str, guard: bool) -> CoreResult:
+def run_core(exchange: RecordedExchange, *, ids: str, dialect: str, guard: bool) -> CoreResult:
     """The core on one response, as the proxy would run it for this request."""
     request = orjson.loads(orjson.dumps(exchange.request))  # the core may annotate its input
     facts = translate_request(request, dialect).facts
@@ -107,7 +107,7 @@ def run_core(exchange: Exchange, *, ids: str, dialect: str, guard: bool) -> Core
     )
 
 
-def assistant_message(exchange: Exchange) -> JSON | None:
+def assistant_message(exchange: RecordedExchange) -> JSON | None:
     """The assistant turn to send back: the provider's calls, raw ids kept, well formed."""
     message = run_core(exchange, ids="off", dialect="passthrough", guard=False).message
     if message is None:
@@ -120,7 +120,7 @@ def assistant_message(exchange: Exchange) -> JSON | None:
     return kept
 
 
-def proxy_account(exchanges: list[Exchange], dialect: str) -> dict[str, dict[str, int]]:
+def proxy_account(exchanges: list[RecordedExchange], dialect: str) -> dict[str, dict[str, int]]:
     """What the proxy would do with these responses: counts by kind of decision."""
     counts: dict[str, Counter[str]] = {
         "ids rewritten": Counter(),

@@ -5,17 +5,17 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from proxy.core.surfaces import CHAT_COMPLETIONS
 from proxy.doctor.core import proxy_account
 from proxy.doctor.observers import Finding, observe, places
 from proxy.doctor.probes import SurfaceResult, probe_surfaces
 from proxy.doctor.recommend import Setting, recommend
 from proxy.doctor.script import MAX_REQUESTS
-from proxy.doctor.session import Exchange, Session
+from proxy.doctor.session import RecordedExchange, Session
 from proxy.doctor.views import view_of
-from proxy.surfaces import CHAT_COMPLETIONS
 
 
-def _order(exchanges: list[Exchange], label: str) -> int:
+def _order(exchanges: list[RecordedExchange], label: str) -> int:
     return next(i for i, exchange in enumerate(exchanges) if exchange.label == label)
 
 

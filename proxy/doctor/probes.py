@@ -1,4 +1,4 @@
-"""One probe per API surface (proxy.surfaces.SURFACES), bounded like every request.
+"""One probe per API surface (proxy.core.surfaces.SURFACES), bounded like every request.
 
 Chat Completions, the surface the proxy repairs, gets the whole scripted conversation, once
 streaming and once not. The others get one minimal request each, to learn whether the
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from proxy.core.surfaces import ANTHROPIC_MESSAGES, CHAT_COMPLETIONS, RESPONSES, SURFACES, Surface
 from proxy.doctor.core import assistant_message
 from proxy.doctor.script import (
     CONVERSATIONS,
@@ -20,8 +21,7 @@ from proxy.doctor.script import (
     continue_after,
     first_messages,
 )
-from proxy.doctor.session import Exchange, Session
-from proxy.surfaces import ANTHROPIC_MESSAGES, CHAT_COMPLETIONS, RESPONSES, SURFACES, Surface
+from proxy.doctor.session import RecordedExchange, Session
 
 JSON = dict[str, Any]
 SMALL_PROMPT = "Reply with the word OK."
@@ -32,14 +32,14 @@ class SurfaceResult:
     surface: Surface
     answers: bool
     detail: str
-    exchanges: list[Exchange] = field(default_factory=list)
+    exchanges: list[RecordedExchange] = field(default_factory=list)
 
 
 Probe = Callable[[Session, str], SurfaceResult]
 
 
 def _verdict(
-    surface: Surface, exchanges: list[Exchange], shape: Callable[[Any], bool]
+    surface: Surface, exchanges: list[RecordedExchange], shape: Callable[[Any], bool]
 ) -> SurfaceResult:
     for exchange in exchanges:
         if exchange.ok and (exchange.stream or shape(exchange.json())):
@@ -52,7 +52,7 @@ def _verdict(
 
 def probe_chat(session: Session, model: str) -> SurfaceResult:
     """The scripted conversation, streaming then not: at most TURNS requests each."""
-    exchanges: list[Exchange] = []
+    exchanges: list[RecordedExchange] = []
     for stream, conversation in CONVERSATIONS:
         messages = first_messages()
         for turn in range(1, TURNS + 1):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.surfaces import SURFACES
+from proxy.core.surfaces import SURFACES
 
 JSON = dict[str, Any]
 

@@ -22,10 +22,10 @@ CONNECT_TIMEOUT = 10.0
 
 
 @dataclass
-class Exchange:
+class RecordedExchange:
     """One request and what came back."""
 
-    surface: str  # a path from proxy.surfaces
+    surface: str  # a path from proxy.core.surfaces
     conversation: str  # "streaming", "non-streaming", or "probe" for a surface probe
     turn: int
     request: dict[str, Any]
@@ -83,8 +83,8 @@ class Session:
         turn: int = 1,
         stream: bool = False,
         headers: dict[str, str] | None = None,
-    ) -> Exchange:
-        exchange = Exchange(surface, conversation, turn, body, stream)
+    ) -> RecordedExchange:
+        exchange = RecordedExchange(surface, conversation, turn, body, stream)
         if self.sent >= self.max_requests:
             exchange.error = f"not sent: the limit of {self.max_requests} requests was reached"
             return exchange
@@ -107,7 +107,7 @@ class Session:
     def _read_timeout(self) -> float:
         return max(0.1, self.remaining())
 
-    def _send(self, exchange: Exchange, headers: dict[str, str] | None) -> None:
+    def _send(self, exchange: RecordedExchange, headers: dict[str, str] | None) -> None:
         timeout = httpx.Timeout(
             self._read_timeout(), connect=min(CONNECT_TIMEOUT, self._read_timeout())
         )
@@ -141,7 +141,7 @@ class Session:
         self.client.close()
 
 
-def _error_message(exchange: Exchange) -> str:
+def _error_message(exchange: RecordedExchange) -> str:
     """The provider's own words for an error: OpenAI's or Anthropic's `error.message`."""
     body = exchange.json()
     error = body.get("error") if isinstance(body, dict) else None

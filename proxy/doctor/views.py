@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 
 from proxy.core.ids import normalize_raw_id
-from proxy.doctor.session import Exchange
-from proxy.sse import SSEDecoder
+from proxy.core.sse import SSEDecoder
+from proxy.doctor.session import RecordedExchange
 
 JSON = dict[str, Any]
 
@@ -62,7 +62,7 @@ class RawCall:
 class ResponseView:
     """One response of the chat surface, parsed."""
 
-    exchange: Exchange
+    exchange: RecordedExchange
     calls: list[RawCall] = field(default_factory=list)
     content: str = ""
     finish_reasons: list[object] = field(default_factory=list)  # every non-null value
@@ -198,7 +198,7 @@ def _read_whole(view: ResponseView) -> None:
         view.finish_reasons.append(choice["finish_reason"])
 
 
-def view_of(exchange: Exchange) -> ResponseView:
+def view_of(exchange: RecordedExchange) -> ResponseView:
     view = ResponseView(exchange)
     if exchange.ok:
         (_read_stream if exchange.stream else _read_whole)(view)

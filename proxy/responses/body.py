@@ -13,9 +13,9 @@ from typing import Any
 
 from proxy.core.decide import ResponseIds
 from proxy.core.guard import Replay
+from proxy.core.jsontext import dumps
 from proxy.core.notes import DeltaRepaired, Note
 from proxy.core.textcalls import RecoveredCall, TextCallScanner
-from proxy.jsontext import dumps
 from proxy.responses.calls import CallItem, is_call_item
 from proxy.responses.carry import ResponseCarry
 from proxy.responses.decide import decide_call, replays_only

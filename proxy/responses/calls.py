@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from proxy.core.ids import normalize_raw_id
 from proxy.core.jsoncomplete import is_complete_json
-from proxy.jsontext import dumps
+from proxy.core.jsontext import dumps
 
 # Per item kind: the key of its text, its delta event and its done event.
 _GRAMMAR = {

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.chat.continuation import add_usage
-from proxy.jsontext import dumps
+from proxy.core.jsontext import dumps
+from proxy.core.usage import add_usage
 from proxy.responses.ids import CallIds
 
 QUIET_EVENTS = frozenset({"response.created", "response.in_progress", "response.queued"})

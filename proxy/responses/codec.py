@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from proxy.chat.codec import parse_json_object
-from proxy.chat.exchange import RouteRules
-from proxy.errors import ClientRequestError, ProxyError, ReplayLoopDetected
+from proxy.core.body import parse_json_object
+from proxy.core.errors import ClientRequestError, ProxyError, ReplayLoopDetected
+from proxy.core.rounds import RouteRules
+from proxy.core.surface_codec import SurfaceCodec
+from proxy.core.surfaces import RESPONSES
 from proxy.responses.exchange import ResponsesExchange
-from proxy.surface_codec import SurfaceCodec
-from proxy.surfaces import RESPONSES
 
 # SPEC §8: Codex reconnects five times after an HTTP 422 and stops at once on a 400, so the
 # breaker answers 400 here (in the OpenAI error shape, type and code as on every surface).

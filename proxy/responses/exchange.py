@@ -16,16 +16,16 @@ from typing import Any
 
 import orjson
 
-from proxy.chat.exchange import ExchangePhase, RoundPhases, RouteRules
 from proxy.core.decide import ResponseIds
+from proxy.core.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
 from proxy.core.events import (
     ExchangeEvent,
     Forward,
     UpstreamBroken,
 )
+from proxy.core.jsontext import dumps
 from proxy.core.notes import Note
-from proxy.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
-from proxy.jsontext import dumps
+from proxy.core.rounds import ExchangePhase, RoundPhases, RouteRules
 from proxy.responses.body import sanitize_output
 from proxy.responses.carry import IDENTITY_KEYS, ResponseCarry
 from proxy.responses.followup import build_followup

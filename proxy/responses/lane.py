@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from proxy.core.jsontext import dumps
 from proxy.core.textcalls import TextCallScanner
-from proxy.jsontext import dumps
 from proxy.responses.carry import ResponseCarry
 
 TEXT_DELTA = "response.output_text.delta"

@@ -8,9 +8,9 @@ from typing import Any
 
 import orjson
 
-from proxy.chat.exchange import RouteRules
 from proxy.core.events import Forward, LoopDetected, OpenFollowup
 from proxy.core.notes import explain
+from proxy.core.rounds import RouteRules
 from proxy.responses.exchange import ResponsesExchange
 
 Say = Callable[[str], None]

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from proxy.core.ids import fingerprint, normalize_raw_id
+from proxy.core.jsontext import dumps
 from proxy.core.ledger import Fingerprint, HistoryFacts, HistoryLedger, LedgerCall, resolve_dialect
 from proxy.core.repeat import note_text, with_note
-from proxy.jsontext import dumps
 from proxy.responses.ids import decode_call_id
 
 CALL_TYPES = frozenset({"function_call", "custom_tool_call"})

@@ -24,18 +24,18 @@ from typing import Any
 
 import orjson
 
-from proxy.anthropic.framing import Event, EventReader
 from proxy.core.decide import ResponseIds
+from proxy.core.errors import ReplayLoopDetected
+from proxy.core.framing import Event, EventReader
 from proxy.core.guard import Replay
 from proxy.core.notes import DeltaRepaired, Note
-from proxy.errors import ReplayLoopDetected
+from proxy.core.sse import encode_comment, encode_event
 from proxy.responses.calls import CallItem, is_call_event, is_call_item
 from proxy.responses.carry import ResponseCarry, key_of
 from proxy.responses.decide import decide_call, may_decide, replays_only
 from proxy.responses.final import Streamed, final_items
 from proxy.responses.lane import TEXT_DELTA, TextLane
 from proxy.responses.textcalls import TEXT_EVENTS, MessageTextCalls
-from proxy.sse import encode_comment, encode_event
 
 
 class StreamPhase(Enum):

@@ -21,7 +21,7 @@ import orjson
 from fastapi import Request
 from fastapi.responses import Response
 
-from proxy.jsontext import dumps
+from proxy.core.jsontext import dumps
 from proxy.simulator.profiles import (
     JSON,
     Fault,

@@ -22,7 +22,7 @@ from fastapi.middleware import Middleware
 from fastapi.responses import Response, StreamingResponse
 
 from proxy import __version__
-from proxy.asgi import ASGIApp, Receive, Scope, Send
+from proxy.server.asgi import ASGIApp, Receive, Scope, Send
 from proxy.simulator import anthropic, docs, responses
 from proxy.simulator.profiles import (
     JSON,

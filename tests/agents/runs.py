@@ -22,8 +22,8 @@ from pathlib import Path
 
 import httpx
 
-from proxy.app import create_app
-from proxy.config import Route, Settings
+from proxy.config.load import Route, Settings
+from proxy.server.app import create_app
 from proxy.simulator import SimulatorLog, create_simulator_app
 from tests.agents.agents import JSON, WRITTEN, Agent, Scratch
 from tests.servers import serving

@@ -44,9 +44,9 @@ from proxy.chat.history import HistoryFacts
 from proxy.chat.message import merge_continuation, sanitize_completion
 from proxy.chat.stream import Carry, StreamSanitizer
 from proxy.core.decide import ResponseIds
+from proxy.core.errors import ReplayLoopDetected
 from proxy.core.guard import REPLAY_MESSAGE, GuardState, Replay
 from proxy.core.notes import CallDropped
-from proxy.errors import ReplayLoopDetected
 
 NATIVE = "call_Ab3De5Gh7Jk9Lm1No3Pq5Rs"
 NATIVE2 = "call_Zy9Xw8Vu7Ts6Rq5Po4Nm3Lk2"
@@ -223,7 +223,7 @@ def error_of(events: list[Event]) -> dict[str, Any]:
 
 
 def assert_loop_error(error: dict[str, Any], name: str, raw_id: str) -> None:
-    # In a stream, the type its agents treat as final (proxy.errors.LOOP_EVENT_TYPE)
+    # In a stream, the type its agents treat as final (proxy.core.errors.LOOP_EVENT_TYPE)
     assert error["type"] == "invalid_request_error"
     assert error["code"] == "tool_call_replay_loop"
     assert error["param"] is None

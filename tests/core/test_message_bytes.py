@@ -8,9 +8,10 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy.chat.exchange import ChatExchange, RouteRules
+from proxy.chat.exchange import ChatExchange
 from proxy.chat.message import holds_no_call
 from proxy.core.events import Forward
+from proxy.core.rounds import RouteRules
 
 USER = {"role": "user", "content": "hi"}
 TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]

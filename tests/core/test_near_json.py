@@ -46,14 +46,14 @@ from responses_api.helpers import request as responses_request
 from proxy.anthropic.exchange import AnthropicExchange
 from proxy.anthropic.texts import TextBlocks
 from proxy.chat import sse_scan, stream
-from proxy.chat.exchange import RouteRules
 from proxy.chat.sse_scan import json_line_py
 from proxy.chat.stream import StreamSanitizer
 from proxy.core.events import Forward, LoopDetected, UpstreamBroken
 from proxy.core.ids import mint_client_id
+from proxy.core.rounds import RouteRules
+from proxy.core.sse import SSEDecoder
 from proxy.responses.exchange import ResponsesExchange
 from proxy.responses.lane import TextLane
-from proxy.sse import SSEDecoder
 from tests.core.anthropic import anthropic_wire as aw
 
 # NEAR_JSON_SCALE=20 for a deeper local run: every test's examples times 20 (the default keeps

@@ -23,7 +23,7 @@ PACKAGES = [proxy.core, proxy.chat, proxy.anthropic, proxy.responses]
 
 def core_modules() -> list[str]:
     """The neutral core and every surface's package, each with all its modules."""
-    modules = ["proxy.sse"]
+    modules = ["proxy.core.sse"]
     for package in PACKAGES:
         found = pkgutil.walk_packages(package.__path__, prefix=package.__name__ + ".")
         modules += [package.__name__, *sorted(m.name for m in found)]
@@ -64,5 +64,5 @@ def test_core_imports_no_io_libraries() -> None:
 
 
 def test_the_check_would_notice_an_io_import() -> None:
-    loaded = imported_after(["proxy.sse", "asyncio"])
+    loaded = imported_after(["proxy.core.sse", "asyncio"])
     assert "asyncio" in loaded

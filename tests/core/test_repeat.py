@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from proxy.core.decide import FORM_REPEAT, ResponseIds, Verdict
+from proxy.core.errors import RepeatLoopDetected, ReplayLoopDetected
 from proxy.core.guard import GuardState, plan_followup
 from proxy.core.ledger import HistoryLedger
 from proxy.core.repeat import (
@@ -18,7 +19,6 @@ from proxy.core.repeat import (
     result_digest,
     with_note,
 )
-from proxy.errors import RepeatLoopDetected, ReplayLoopDetected
 
 LS = '{"command": "ls"}'
 

@@ -39,9 +39,9 @@ from proxy.chat.history import FORM_ISSUED, FORM_UPSTREAM, translate_request
 from proxy.chat.message import sanitize_completion
 from proxy.chat.stream import StreamSanitizer
 from proxy.core.decide import ResponseIds
+from proxy.core.errors import ReplayLoopDetected
 from proxy.core.ids import mint_client_id
 from proxy.core.notes import CallDropped, explain
-from proxy.errors import ReplayLoopDetected
 
 RESTARTED = "functions.bash:0"  # what a restarted counter calls every response's first call
 ARGS_A = '{"command":"ls"}'

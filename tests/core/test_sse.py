@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from helpers import splittings
 
-import proxy.sse
-from proxy.sse import DONE_EVENT, SSEDecoder, SSEEvent, SSEFramingError, encode_event
+import proxy.core.sse
+from proxy.core.sse import DONE_EVENT, SSEDecoder, SSEEvent, SSEFramingError, encode_event
 
 
 def decode(*reads: bytes, end: bool = True) -> list[SSEEvent]:
@@ -155,7 +155,7 @@ def test_done_is_recognised_with_spaces() -> None:
 
 
 def test_size_limit_raises_on_an_event_without_end(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(proxy.sse, "MAX_EVENT_BYTES", 100)
+    monkeypatch.setattr(proxy.core.sse, "MAX_EVENT_BYTES", 100)
     decoder = SSEDecoder()
     # a line that never ends: the buffered bytes count
     with pytest.raises(SSEFramingError):
@@ -163,7 +163,7 @@ def test_size_limit_raises_on_an_event_without_end(monkeypatch: pytest.MonkeyPat
 
 
 def test_size_limit_counts_every_line_of_one_event(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(proxy.sse, "MAX_EVENT_BYTES", 100)
+    monkeypatch.setattr(proxy.core.sse, "MAX_EVENT_BYTES", 100)
     decoder = SSEDecoder()
     with pytest.raises(SSEFramingError):  # lines arrive over several reads
         for _ in range(20):
@@ -171,7 +171,7 @@ def test_size_limit_counts_every_line_of_one_event(monkeypatch: pytest.MonkeyPat
 
 
 def test_size_limit_is_per_event(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(proxy.sse, "MAX_EVENT_BYTES", 100)
+    monkeypatch.setattr(proxy.core.sse, "MAX_EVENT_BYTES", 100)
     decoder = SSEDecoder()
     events = []
     for _ in range(50):  # 50 events of 60 bytes: 3000 bytes in total, each under the limit
@@ -180,7 +180,7 @@ def test_size_limit_is_per_event(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_default_size_limit_is_generous() -> None:
-    assert proxy.sse.MAX_EVENT_BYTES >= 16 * 1024 * 1024
+    assert proxy.core.sse.MAX_EVENT_BYTES >= 16 * 1024 * 1024
 
 
 def test_encode_event_single_line() -> None:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from proxy.config import Route, load_yaml_routes
+from proxy.config.load import Route, load_yaml_routes
 from proxy.doctor.script import CANNED, MAX_REQUESTS, TOOLS
 from proxy.simulator import SimulatorLog
 from tests.ops.helpers import clean_env

@@ -7,17 +7,17 @@ from typing import Any
 import orjson
 
 from proxy.doctor.observers import observe
-from proxy.doctor.session import Exchange
+from proxy.doctor.session import RecordedExchange
 from proxy.doctor.views import view_of
 
 
-def stream(*deltas: dict[str, Any], finish: str | None = "tool_calls") -> Exchange:
+def stream(*deltas: dict[str, Any], finish: str | None = "tool_calls") -> RecordedExchange:
     events = [
         {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]} for delta in deltas
     ]
     events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
     raw = b"".join(b"data: " + orjson.dumps(event) + b"\n\n" for event in events)
-    exchange = Exchange(
+    exchange = RecordedExchange(
         "/chat/completions", "streaming", 1, {}, True, 200, raw + b"data: [DONE]\n\n"
     )
     return exchange
@@ -36,7 +36,7 @@ def header(index: int, call_id: str, name: str, arguments: str = "") -> dict[str
     }
 
 
-def codes(exchange: Exchange) -> list[str]:
+def codes(exchange: RecordedExchange) -> list[str]:
     return [finding.quirk.code for finding in observe([view_of(exchange)])]
 
 

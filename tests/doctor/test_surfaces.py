@@ -1,4 +1,4 @@
-"""One probe per API surface the proxy knows (proxy.surfaces), answered or not."""
+"""One probe per API surface the proxy knows (proxy.core.surfaces), answered or not."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
+from proxy.core.surfaces import SURFACES
 from proxy.doctor.diagnose import diagnose
 from proxy.doctor.probes import PROBES
 from proxy.simulator import create_simulator_app
-from proxy.surfaces import SURFACES
 from tests.servers import serving
 
 

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from proxy.app import create_app
-from proxy.config import Route, Settings
+from proxy.config.load import Route, Settings
 from proxy.doctor.diagnose import diagnose
+from proxy.server.app import create_app
 from tests.doctor.test_profiles import EXPECTED
 from tests.servers import ServerThread, serving
 

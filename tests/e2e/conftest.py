@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from proxy.app import create_app
-from proxy.config import Route, Settings
+from proxy.config.load import Route, Settings
+from proxy.server.app import create_app
 from proxy.simulator import SimulatorLog, create_simulator_app
 from tests.servers import ServerThread, serving
 

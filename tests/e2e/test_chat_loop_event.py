@@ -19,8 +19,9 @@ import openai
 import orjson
 import pytest
 
-from proxy.chat.exchange import ChatExchange, RouteRules
-from proxy.errors import ReplayLoopDetected, UpstreamStreamError
+from proxy.chat.exchange import ChatExchange
+from proxy.core.errors import ReplayLoopDetected, UpstreamStreamError
+from proxy.core.rounds import RouteRules
 from proxy.simulator import SimulatorLog
 from tests.agent import run_agent
 from tests.reliability.wire import data_events, error_event, reassemble

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import openai
 
-from proxy.surfaces import SURFACES
+from proxy.core.surfaces import SURFACES
 from tests.agent import run_agent
 from tests.e2e.test_cli_serve import environment, process
 from tests.ops.helpers import ServeProcess, clean_env, copy_sources, simulator

@@ -12,8 +12,8 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from proxy.http_protocol import Exchange
-from proxy.observability import RequestLog
+from proxy.ops.observability import RequestLog
+from proxy.server.http_protocol import RequestCycle
 from tests.servers import ServerThread
 
 REQUESTS = 30
@@ -50,6 +50,6 @@ def test_requests_leave_nothing_for_the_cycle_collector(proxy: ServerThread, str
             for _ in range(REQUESTS):
                 response = client.post("/v1/chat/completions", json=body)
                 assert response.status_code == 200
-            exchanges, logs = alive(Exchange), alive(RequestLog)
+            exchanges, logs = alive(RequestCycle), alive(RequestLog)
     assert exchanges <= AT_MOST_ALIVE
     assert logs <= AT_MOST_ALIVE

@@ -131,6 +131,6 @@ def test_a_loop_after_content_ends_the_stream_with_an_error_event(
         assert response.status_code == 200
     assert reassemble(raw)["content"] == "Once more."
     error = error_event(raw)
-    # In-stream, the type qwen-code treats as final (proxy.errors.LOOP_EVENT_TYPE).
+    # In-stream, the type qwen-code treats as final (proxy.core.errors.LOOP_EVENT_TYPE).
     assert error["type"] == "invalid_request_error" and f'"{client_id}"' in error["message"]
     assert error["code"] == "tool_call_replay_loop"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy.cli import main, settings_from_argv
-from proxy.config import ConfigError
+from proxy.cli.main import main, settings_from_argv
+from proxy.config.load import ConfigError
 from tests.ops.helpers import PROXY_BIN, clean_env
 
 GOOD = """\

@@ -13,10 +13,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route as StarletteRoute
 
-from proxy.app import ProxyApp, create_app
-from proxy.cli import settings_from_argv
-from proxy.config import ConfigError, Route, Settings
-from proxy.cors import CORSMiddleware
+from proxy.cli.main import settings_from_argv
+from proxy.config.load import ConfigError, Route, Settings
+from proxy.server.app import ProxyApp, create_app
+from proxy.server.cors import CORSMiddleware
 from proxy.simulator import SimulatorLog, create_simulator_app
 
 ALLOWED = "https://app.example.com"

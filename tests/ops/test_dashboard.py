@@ -23,8 +23,8 @@ import promql_parser
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.app import create_app
-from proxy.config import Route, Settings
+from proxy.config.load import Route, Settings
+from proxy.server.app import create_app
 from proxy.simulator import create_simulator_app
 from tests.agent import run_agent
 from tests.ops.helpers import REPO

@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from proxy.cli import main
-from proxy.config import DEFAULT_PORT, Route, load_yaml_routes
-from proxy.server import BACKSTOP_SECONDS
+from proxy.cli.main import main
+from proxy.config.load import DEFAULT_PORT, Route, load_yaml_routes
+from proxy.server.draining import BACKSTOP_SECONDS
 from tests.ops.helpers import REPO, dockerfile_instructions
 
 BIN = Path(sys.executable).parent

@@ -21,10 +21,10 @@ import pytest
 import uvicorn
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.app import ProxyApp, create_app
-from proxy.asgi import Message
-from proxy.config import Route, Settings
-from proxy.server import (
+from proxy.config.load import Route, Settings
+from proxy.server.app import ProxyApp, create_app
+from proxy.server.asgi import Message
+from proxy.server.draining import (
     BACKSTOP_SECONDS,
     DrainingServer,
     ResponseProgress,

@@ -1,7 +1,7 @@
 """The label values the metrics export at 0 from start-up are exactly the ones the code emits.
 
 proxy.core.note_labels lists every `reason` and `kind` a decision note can carry, and
-proxy.observability every upstream error kind; /metrics has a series at 0 for each from
+proxy.ops.observability every upstream error kind; /metrics has a series at 0 for each from
 start-up (tests/ops/test_metrics.py). These tests read the code that builds the notes, so a new
 kind cannot be emitted without being listed (its series would show "No data" until it first
 happened), and a listed value that nothing emits any more is caught as well.
@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import proxy
+import proxy.core.errors
 import proxy.core.ids
-import proxy.errors
 from proxy.core.note_labels import DROP_REASONS, REPAIR_KINDS, REWRITE_REASONS
-from proxy.observability import UPSTREAM_ERROR_KINDS
+from proxy.ops.observability import UPSTREAM_ERROR_KINDS
 
 PACKAGE = Path(proxy.__file__).parent
 # Each note class and its labelled field.
@@ -159,12 +159,14 @@ def test_no_other_module_defines_its_own_reasons() -> None:
 
 
 def test_the_proxys_upstream_error_codes_are_listed() -> None:
-    def family(cls: type[proxy.errors.ProxyError]) -> Iterator[type[proxy.errors.ProxyError]]:
+    def family(
+        cls: type[proxy.core.errors.ProxyError],
+    ) -> Iterator[type[proxy.core.errors.ProxyError]]:
         yield cls
         for sub in cls.__subclasses__():
             yield from family(sub)
 
-    codes = {cls.code for cls in family(proxy.errors.UpstreamError)}
+    codes = {cls.code for cls in family(proxy.core.errors.UpstreamError)}
     assert codes <= set(UPSTREAM_ERROR_KINDS)
 
 

@@ -19,12 +19,12 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.app import ProxyApp
-from proxy.config import Route, Settings
+from proxy.config.load import Route, Settings
 from proxy.core.note_labels import DROP_REASONS, REPAIR_KINDS, REPEAT_ACTIONS, REWRITE_REASONS
-from proxy.observability import UPSTREAM_ERROR_KINDS, Metrics
+from proxy.core.surfaces import SURFACES
+from proxy.ops.observability import UPSTREAM_ERROR_KINDS, Metrics
+from proxy.server.app import ProxyApp
 from proxy.simulator import SimulatorLog, create_simulator_app
-from proxy.surfaces import SURFACES
 from tests.reliability.upstreams import SequenceUpstream, answer, tool_calls
 
 SECRET = "sk-metrics-test-secret-0123456789"
@@ -326,7 +326,7 @@ def _labelled_series(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]],
 
 def _known_series() -> set[tuple[str, tuple[tuple[str, str], ...]]]:
     """Each labelled counter with each value its label is known to take (proxy.core.note_labels,
-    proxy.observability), for each surface the core repairs."""
+    proxy.ops.observability), for each surface the core repairs."""
     surfaces = [s.label for s in SURFACES if s.repaired]
     by_surface = {
         "toolcall_proxy_ids_rewritten_total": ("reason", REWRITE_REASONS),

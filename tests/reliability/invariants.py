@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from proxy.chat.stream import StreamSanitizer
-from proxy.sse import SSEDecoder
+from proxy.core.sse import SSEDecoder
 
 CLIENT_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,40}")
 HEADER_KEYS = {"index", "id", "type", "function"}

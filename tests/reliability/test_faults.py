@@ -15,7 +15,7 @@ import openai
 import orjson
 import pytest
 
-from proxy import exchange_handler
+from proxy.server import exchange_handler
 from tests.e2e.conftest import ProxyFactory
 from tests.logcapture import proxy_records
 from tests.reliability.upstreams import (

@@ -22,8 +22,8 @@ from proxy.chat.history import translate_request
 from proxy.chat.message import sanitize_completion
 from proxy.chat.stream import StreamSanitizer
 from proxy.core.decide import ResponseIds
+from proxy.core.errors import ReplayLoopDetected
 from proxy.core.guard import GuardState
-from proxy.errors import ReplayLoopDetected
 from tests.reliability.fuzzgen import (
     completion,
     encode_json,

@@ -1,7 +1,7 @@
 """A request the HTTP parser cannot read gets the OpenAI error shape (SPEC §6), not uvicorn's
 plain-text `400 Invalid HTTP request received.`: the server runs with
-`proxy.http_protocol.LeanHttpProtocol` (`--http lean`, the default) or
-`proxy.server.OpenAIErrorHttpProtocol` (`--http httptools`), as `toolcall-proxy serve` starts it."""
+`proxy.server.http_protocol.LeanHttpProtocol` (`--http lean`, the default) or
+`proxy.server.draining.OpenAIErrorHttpProtocol` (`--http httptools`), as `toolcall-proxy serve` starts it."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy.app import create_app
-from proxy.config import Route, Settings
+from proxy.config.load import Route, Settings
+from proxy.server.app import create_app
 from proxy.simulator import SimulatorLog
 from tests.e2e.test_cli_serve import process
 from tests.reliability.wire import keeps_serving, no_traceback, raw_exchange, status_of

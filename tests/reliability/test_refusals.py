@@ -4,7 +4,7 @@ Clients such as Python's urllib send the whole body before they read, and ask fo
 `Connection: close`. A server that answers early and closes with the body still arriving
 makes the kernel reset the connection, and the client sees ECONNRESET or EPIPE instead of the
 answer. The proxy reads and drops the rest of the body before it closes (bounded in bytes and
-time: proxy.asgi LINGER_*), so these clients read the error.
+time: proxy.server.asgi LINGER_*), so these clients read the error.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-import proxy.asgi
+import proxy.server.asgi
 from proxy.simulator import SimulatorLog
 from tests.e2e.conftest import ProxyFactory
 from tests.reliability.wire import error_body, keeps_serving, status_of
@@ -111,7 +111,7 @@ def read_until_closed(sock: socket.socket) -> tuple[bytes, bool]:
 def test_lingering_stops_after_the_time_limit(
     small_proxy: ServerThread, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(proxy.asgi, "LINGER_SECONDS", 0.3)
+    monkeypatch.setattr(proxy.server.asgi, "LINGER_SECONDS", 0.3)
     with socket.create_connection(("127.0.0.1", small_proxy.port), timeout=1) as sock:
         # Announce 10 MB, send a little, then nothing: the answer comes at once, and the
         # proxy gives up waiting for the rest at the time limit and closes.
@@ -124,7 +124,7 @@ def test_lingering_stops_after_the_time_limit(
 def test_lingering_stops_after_the_byte_limit(
     small_proxy: ServerThread, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(proxy.asgi, "LINGER_MAX_BYTES", 1_000_000)
+    monkeypatch.setattr(proxy.server.asgi, "LINGER_MAX_BYTES", 1_000_000)
     announced = 256 * 1024 * 1024
     piece = b"x" * 65536
     sent = 0

@@ -11,7 +11,7 @@ import httpx
 import orjson
 import pytest
 
-from proxy.observability import LOGGER, JsonFormatter
+from proxy.ops.observability import LOGGER, JsonFormatter
 from proxy.simulator import SimulatorLog
 from tests.e2e.conftest import ProxyFactory
 from tests.reliability.upstreams import (
@@ -245,16 +245,16 @@ PROXY_KEYS = ("pk-alpha-0123456789", "pk-beta-9876543210")
 def test_proxy_keys_are_checked_in_constant_time_and_never_forwarded(
     make_proxy: ProxyFactory, log: SimulatorLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import proxy.app
+    import proxy.server.app
 
     calls: list[tuple[bytes, bytes]] = []
-    real = proxy.app.hmac.compare_digest
+    real = proxy.server.app.hmac.compare_digest
 
     def spy(a: bytes, b: bytes) -> bool:
         calls.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(proxy.app.hmac, "compare_digest", spy)
+    monkeypatch.setattr(proxy.server.app.hmac, "compare_digest", spy)
     with make_proxy(settings={"proxy_keys": PROXY_KEYS}) as server:
         url = server.url + "/v1/models"
         denied = {
@@ -378,7 +378,7 @@ def _loop_error(response: httpx.Response, tool: str, *, as_event: bool) -> None:
     else:
         assert response.status_code == 422
         error = error_body(response)
-    # In-stream, the type qwen-code does not retry (proxy.errors.LOOP_EVENT_TYPE).
+    # In-stream, the type qwen-code does not retry (proxy.core.errors.LOOP_EVENT_TYPE).
     kind = "invalid_request_error" if as_event else "loop_detected"
     assert (error["type"], error["code"]) == (kind, "tool_call_replay_loop")
     assert error["message"].startswith("Tool-call replay loop detected")

@@ -128,7 +128,7 @@ def status_of(response: bytes) -> int:
 
 def upstream_events(raw: bytes) -> list[bytes]:
     """Data payloads of any upstream stream, in whatever framing it used (SPEC §4)."""
-    from proxy.sse import SSEDecoder
+    from proxy.core.sse import SSEDecoder
 
     decoder = SSEDecoder()
     events = decoder.feed(raw) + decoder.end()

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from proxy.asgi import DISCONNECT_EXTENSION
+from proxy.server.asgi import DISCONNECT_EXTENSION
 from tests.servers import ServerThread
 
 FLOOD_CHUNK = 64 * 1024

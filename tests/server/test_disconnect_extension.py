@@ -1,5 +1,5 @@
 """The lean protocol tells the app of a client that leaves through a scope extension
-(`proxy.asgi.DISCONNECT_EXTENSION`), and the proxy's app uses it instead of holding a
+(`proxy.server.asgi.DISCONNECT_EXTENSION`), and the proxy's app uses it instead of holding a
 `receive()` waiting beside every non-streaming request (SPEC §6, "client disconnects"); under
 uvicorn's own protocol it watches with `receive()` as before. Real servers on loopback."""
 
@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy.app import create_app
-from proxy.asgi import DISCONNECT_EXTENSION
-from proxy.config import Route, Settings
+from proxy.config.load import Route, Settings
+from proxy.server.app import create_app
+from proxy.server.asgi import DISCONNECT_EXTENSION
 from proxy.simulator import SimulatorLog, create_simulator_app
 from tests.logcapture import proxy_records
 from tests.server.probe import Probe, connect, read_response, request

@@ -1,4 +1,4 @@
-"""proxy.http_protocol subclasses uvicorn's httptools protocol and relies on what uvicorn's
+"""proxy.server.http_protocol subclasses uvicorn's httptools protocol and relies on what uvicorn's
 server does with a protocol. pyproject.toml pins the uvicorn versions this was tested with;
 these tests fail loudly, naming what changed, when a uvicorn release moves any of it."""
 
@@ -12,7 +12,7 @@ from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import Server, ServerState
 
-from proxy.http_protocol import LeanHttpProtocol
+from proxy.server.http_protocol import LeanHttpProtocol
 
 # Set by HttpToolsProtocol.__init__ or connection_made and read by LeanHttpProtocol or by the
 # inherited methods it keeps (upgrades, the 400 answer, shutdown).

@@ -17,8 +17,8 @@ import httpx
 import orjson
 import respx
 
-from proxy.app import create_app
-from proxy.config import Route, Settings
+from proxy.config.load import Route, Settings
+from proxy.server.app import create_app
 from tests.reliability.upstreams import SSE_HEADERS, Script, scripted
 
 UPSTREAM = "http://upstream.test/v1"

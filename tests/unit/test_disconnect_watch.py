@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from proxy.forwarding import DisconnectWatch
-from proxy.observability import RequestLog
-from proxy.server import ResponseProgress
+from proxy.ops.observability import RequestLog
+from proxy.server.draining import ResponseProgress
+from proxy.server.forwarding import DisconnectWatch
 
 
 async def _sent(message: Any) -> None:

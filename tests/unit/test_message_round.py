@@ -11,15 +11,15 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy.client_writer import EventStreamWriter, MessageWriter
-from proxy.codecs import codec_for
-from proxy.config import Route
+from proxy.config.load import Route
+from proxy.core.errors import ProxyError, UpstreamStreamError
 from proxy.core.events import ExchangeEvent, Forward, UpstreamBroken
-from proxy.errors import ProxyError, UpstreamStreamError
-from proxy.exchange_handler import ExchangeHandler, ExchangeRequest
-from proxy.observability import LOGGER, Metrics, RequestLog
-from proxy.sse import SSEFramingError
-from proxy.upstream_call import UpstreamResponse
+from proxy.core.sse import SSEFramingError
+from proxy.ops.observability import LOGGER, Metrics, RequestLog
+from proxy.server.client_writer import EventStreamWriter, MessageWriter
+from proxy.server.codecs import codec_for
+from proxy.server.exchange_handler import ExchangeHandler, ExchangeRequest
+from proxy.upstream.call import UpstreamResponse
 from tests.unit.test_request_log import Records
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from proxy.observability import LOGGER, JsonFormatter, RequestLog, configure_logging
+from proxy.ops.observability import LOGGER, JsonFormatter, RequestLog, configure_logging
 
 
 @pytest.fixture

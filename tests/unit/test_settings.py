@@ -11,12 +11,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from proxy.cli import build_parser, main, settings_from_argv
-from proxy.config import SIMULATOR_MOUNT, ConfigError, Route, Settings
-from proxy.config_values import Number
-from proxy.config_yaml import ROUTE_KEYS, TOP_LEVEL_KEYS
-from proxy.options import OPTIONS, Option, markdown_table
-from proxy.upstream import client_response_headers, upstream_request_headers, upstream_url
+from proxy.cli.main import build_parser, main, settings_from_argv
+from proxy.config.load import SIMULATOR_MOUNT, ConfigError, Route, Settings
+from proxy.config.options import OPTIONS, Option, markdown_table
+from proxy.config.values import Number
+from proxy.config.yaml_routes import ROUTE_KEYS, TOP_LEVEL_KEYS
+from proxy.upstream.client import client_response_headers, upstream_request_headers, upstream_url
 
 
 def test_defaults_without_upstream_serve_the_simulator(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -303,18 +303,18 @@ def test_the_readme_lists_every_setting_as_declared() -> None:
     for option in OPTIONS:
         if option.flag:
             assert f"[{option.flag} {option.kind.metavar}]" in synopsis, option.name
-    assert markdown_table() in section, "python -m proxy.options prints the table to paste"
+    assert markdown_table() in section, "python -m proxy.config.options prints the table to paste"
 
 
 def test_start_up_imports_only_what_the_command_needs() -> None:
     """The command line imports no YAML parser, server or framework before it needs one, and a
     proxy with an upstream never imports the simulator's framework (README, Architecture)."""
     script = (
-        "import sys, proxy.cli\n"
-        "heavy = ('yaml', 'fastapi', 'pydantic', 'starlette', 'uvicorn', 'httpx', 'proxy.app')\n"
+        "import sys, proxy.cli.main\n"
+        "heavy = ('yaml', 'fastapi', 'pydantic', 'starlette', 'uvicorn', 'httpx', 'proxy.server.app')\n"
         "print(*[m for m in heavy if m in sys.modules])\n"
-        "from proxy.app import create_app\n"
-        "create_app(proxy.cli.settings_from_argv(['--upstream', 'http://127.0.0.1:9/v1']))\n"
+        "from proxy.server.app import create_app\n"
+        "create_app(proxy.cli.main.settings_from_argv(['--upstream', 'http://127.0.0.1:9/v1']))\n"
         "print(*[m for m in ('yaml', 'fastapi', 'pydantic', 'starlette') if m in sys.modules])\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLCALL_PROXY_")}

@@ -1,6 +1,6 @@
 """UpstreamClient.build_request builds the request httpx would, and fails loudly when httpx moves.
 
-`proxy.upstream.request_headers` does in one pass what httpx does in two private helpers,
+`proxy.upstream.client.request_headers` does in one pass what httpx does in two private helpers,
 `BaseClient._merge_headers` and `Request._prepare` (with `Headers.update` under the first).
 pyproject.toml pins the httpx releases whose helpers it was checked against; these tests
 fail on any other release whose helpers differ in code, and on any request whose headers,
@@ -20,8 +20,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from proxy.transport import HttptoolsTransport, request_head
-from proxy.upstream import UpstreamClient, request_headers
+from proxy.upstream.client import UpstreamClient, request_headers
+from proxy.upstream.transport import HttptoolsTransport, request_head
 
 # sha256 (first 16 hex digits) of each helper's code as ast.unparse prints it, so formatting
 # and comments do not count; the same in httpx 0.27.0, 0.27.2 and 0.28.1.
@@ -49,7 +49,7 @@ def test_the_httpx_helpers_request_headers_follows_are_unchanged(
 ) -> None:
     assert fingerprint(*helper) == COPIED[helper], (
         f"httpx {httpx.__version__} changed {'.'.join(helper[1:])}: check "
-        "proxy.upstream.request_headers against it, then update COPIED and the httpx range "
+        "proxy.upstream.client.request_headers against it, then update COPIED and the httpx range "
         "in pyproject.toml"
     )
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from proxy.jsontext import dumps
+from proxy.core.jsontext import dumps
 
 
 @dataclass(frozen=True, slots=True)

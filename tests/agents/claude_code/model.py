@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from proxy.asgi import Receive, Scope, Send
+from proxy.server.asgi import Receive, Scope, Send
 
 JSON = dict[str, Any]
 LOOP_MESSAGE = "Tool-call replay loop detected (scripted)"

@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 
 from proxy.anthropic.exchange import AnthropicExchange
-from proxy.chat.exchange import RouteRules
 from proxy.core.events import Forward, LoopDetected, OpenFollowup
+from proxy.core.rounds import RouteRules
 
 JSON = dict[str, Any]
 TOOLS = [

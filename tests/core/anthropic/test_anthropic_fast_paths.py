@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 
 from proxy.anthropic.exchange import AnthropicExchange
 from proxy.anthropic.texts import TextBlocks
-from proxy.chat.exchange import RouteRules
 from proxy.core.ids import mint_client_id
+from proxy.core.rounds import RouteRules
 
 JSON = dict[str, object]
 LS = {"command": "ls"}

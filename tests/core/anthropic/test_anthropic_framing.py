@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.anthropic import framing
-from proxy.anthropic.framing import Event, EventReader
-from proxy.sse import SSEDecoder
+from proxy.core import framing
+from proxy.core.framing import Event, EventReader
+from proxy.core.sse import SSEDecoder
 
 # Well-formed events, and every piece that can make a run not one: CRs, unnamed and
 # multi-line data, data without its space, comments, id lines, blank lines, stray newlines.

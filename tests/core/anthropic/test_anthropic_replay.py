@@ -20,10 +20,10 @@ from anthropic_wire import (
 )
 
 from proxy.anthropic.exchange import AnthropicExchange
-from proxy.chat.exchange import RouteRules
+from proxy.core.errors import UpstreamStreamError
 from proxy.core.events import Forward, LoopDetected
 from proxy.core.ids import mint_client_id
-from proxy.errors import UpstreamStreamError
+from proxy.core.rounds import RouteRules
 
 LS = {"command": "ls"}
 # Turn 1's call as the client holds it: minted from `functions.Bash:0`.

@@ -19,8 +19,8 @@ from anthropic_wire import (
     tool,
 )
 
-from proxy.chat.exchange import RouteRules
 from proxy.core.ids import raw_id_digest
+from proxy.core.rounds import RouteRules
 
 ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 MINTED = re.compile(r"^toolu_(\d+)_(\d+)_([0-9a-f]{4})([0-9a-f]{4})$")

@@ -14,10 +14,10 @@ from openai._types import omit
 from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.responses import ResponseStreamEvent
 
-from proxy.chat.exchange import RouteRules
 from proxy.core.events import ExchangeEvent, Forward, LoopDetected, OpenFollowup
+from proxy.core.rounds import RouteRules
+from proxy.core.sse import SSEDecoder
 from proxy.responses.exchange import ResponsesExchange
-from proxy.sse import SSEDecoder
 
 TOOLS = [{"type": "function", "name": "bash", "parameters": {"type": "object"}}]
 USER = {"role": "user", "content": "run it"}

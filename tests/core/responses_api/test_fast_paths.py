@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.chat.exchange import RouteRules
 from proxy.core.events import ExchangeEvent, LoopDetected, OpenFollowup, UpstreamBroken
+from proxy.core.rounds import RouteRules
+from proxy.core.sse import SSEDecoder
 from proxy.responses.exchange import ResponsesExchange
 from proxy.responses.lane import TextLane
-from proxy.sse import SSEDecoder
 from responses_api.helpers import Upstream, answered_call, parse, request
 
 KIMI = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from proxy.chat.exchange import RouteRules
+from proxy.core.rounds import RouteRules
 from responses_api.helpers import TOOLS, Upstream, calls_of, check_grammar, request, run
 
 KIMI = (

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.chat.exchange import RouteRules
+from proxy.core.rounds import RouteRules
 from proxy.responses.ids import decode_call_id
 from responses_api.helpers import (
     Upstream,

@@ -1,0 +1,1 @@
+"""The `toolcall-proxy` command line: serve, doctor, sanitize."""

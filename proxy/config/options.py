@@ -1,0 +1,278 @@
+"""Every setting, declared once: its name, values, default, help and where it may be given.
+
+From this table come the `serve` flags (`--read-timeout`), their environment variables
+(`TOOLCALL_PROXY_READ_TIMEOUT`), the YAML keys a config file may hold (top level or per
+route) with their checks, the defaults of `Route` and `Settings`, and the README's table
+(`python -m proxy.config.options` prints it). Nothing else lists a setting's allowed values.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple, get_args
+
+from proxy.config.values import (
+    Choice,
+    Items,
+    Kind,
+    Number,
+    Switch,
+    Text,
+    any_text,
+    cors_origin,
+    env_var_name,
+    listen_address,
+    secret,
+    tool_glob,
+    upstream_base_url,
+)
+from proxy.core.repeat import DEFAULT_EXEMPT
+
+# The allowed values of the choice settings, as types (the rest of the code is checked
+# against them) and, through get_args, as the values the kinds accept.
+IdsPolicy = Literal["auto", "always", "collisions", "off"]
+Dialect = Literal["auto", "passthrough", "kimi", "alnum9"]
+TextToolCalls = Literal["auto", "off"]
+RepeatGuard = Literal["on", "note", "off"]
+LogLevel = Literal["debug", "info", "warning", "error"]
+HttpProtocol = Literal["lean", "httptools"]
+
+ENV_PREFIX = "TOOLCALL_PROXY_"
+Source = Literal["flag", "env", "yaml"]
+EVERYWHERE: frozenset[Source] = frozenset({"flag", "env", "yaml"})
+NOT_IN_YAML: frozenset[Source] = frozenset({"flag", "env"})
+
+
+class Option(NamedTuple):  # not a dataclass: cheaper to create on every start
+    name: str  # the YAML key and the attribute; the flag and variable are spelled from it
+    kind: Kind
+    default: Any
+    help: str
+    # "route": a flag or variable sets every route's default and a route's YAML key wins;
+    # "global": a flag beats the environment, which beats the YAML file's top level.
+    scope: Literal["global", "route"] = "global"
+    sources: frozenset[Source] = EVERYWHERE
+    attr: str = ""  # the Settings field, when it is not `name`
+    default_text: str = ""  # how the default reads in help, when not just the value
+
+    @property
+    def flag(self) -> str | None:
+        return "--" + self.name.replace("_", "-") if "flag" in self.sources else None
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def field(self) -> str:
+        return self.attr or self.name
+
+    @property
+    def label(self) -> str:
+        """How an error names a value from the command line or the environment: both spellings,
+        so either source can be fixed."""
+        return f"{self.flag} ({self.env})" if self.flag else self.env
+
+    @property
+    def shown_default(self) -> str:
+        if self.default_text:
+            return self.default_text
+        if isinstance(self.default, bool):
+            return "on" if self.default else "off"
+        if isinstance(self.default, float):
+            return f"{self.default:g} s"
+        return "none" if self.default in (None, ()) else str(self.default)
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "upstream",
+        Text(upstream_base_url, "URL"),
+        None,
+        "upstream base URL including its path, e.g. http://host:8000/v1",
+        scope="route",
+        default_text="simulated provider",
+    ),
+    Option(
+        "upstream_key_env",
+        Text(env_var_name, "NAME", nullable=True),
+        None,
+        "environment variable holding a key that replaces the client's Authorization",
+        scope="route",
+    ),
+    Option("host", Text(listen_address, "H"), "127.0.0.1", "address to listen on"),
+    Option("port", Number("P", integer=True, maximum=65535), 8787, "port to listen on"),
+    Option(
+        "config",
+        Text(any_text, "FILE"),
+        None,
+        "YAML file with routes and top-level settings (check it with check-config)",
+        sources=NOT_IN_YAML,
+    ),
+    Option(
+        "connect_timeout",
+        Number("S", positive=True),
+        10.0,
+        "no connection in this time: 502 upstream_unreachable",
+        scope="route",
+    ),
+    Option(
+        "read_timeout",
+        Number("S", positive=True),
+        300.0,
+        "longest wait for the response head (504 upstream_timeout) and longest silence "
+        "inside a stream (upstream_stream_error event)",
+        scope="route",
+    ),
+    Option(
+        "ids",
+        Choice(get_args(IdsPolicy)),
+        "auto",
+        "ids the client receives. auto: keep native ids, rewrite counter-shaped, invalid, "
+        "absent and colliding ones; always: rewrite every id; collisions: rewrite only absent "
+        "and colliding ids; off: keep raw ids (an absent id still gets one, since a tool call "
+        "needs an id)",
+        scope="route",
+    ),
+    Option(
+        "dialect",
+        Choice(get_args(Dialect)),
+        "auto",
+        "ids the upstream sees in the history: kimi (functions.{name}:{k}), alnum9 (Mistral's "
+        "9 alphanumerics), passthrough; auto picks kimi for model names containing kimi or "
+        "moonshot",
+        scope="route",
+    ),
+    Option(
+        "replay_guard",
+        Switch(),
+        True,
+        "answer true replays with a synthetic tool message; stop loops",
+        scope="route",
+    ),
+    Option(
+        "max_followups",
+        Number("N", integer=True),
+        2,
+        "follow-up rounds per client request before the breaker trips",
+        scope="route",
+    ),
+    Option(
+        "repeat_guard",
+        Choice(get_args(RepeatGuard)),
+        "on",
+        "the same call re-issued under fresh ids with the same result: on notes the last "
+        "result after 3 identical rounds and answers a 5th identical call itself (a 6th stops "
+        "with tool_call_repeat_loop); note only notes; off does neither",
+        scope="route",
+    ),
+    Option(
+        "repeat_exempt",
+        Items(tool_glob, "GLOBS", "tool-name patterns"),
+        DEFAULT_EXEMPT,
+        "tools the repeat guard never notes or stops (they wait or poll), comma-separated "
+        "case-insensitive patterns",
+        scope="route",
+        default_text=", ".join(DEFAULT_EXEMPT),
+    ),
+    Option(
+        "text_tool_calls",
+        Choice(get_args(TextToolCalls)),
+        "auto",
+        "recover tool calls a model leaked into its text as markup",
+        scope="route",
+    ),
+    Option(
+        "max_body_bytes",
+        Number("N", integer=True, positive=True),
+        32 * 1024 * 1024,
+        "larger request bodies get 413",
+        default_text="32 MiB",
+    ),
+    Option(
+        "workers",
+        Number("N", integer=True, positive=True),
+        1,
+        "uvicorn worker processes; all state is per request, so workers need no coordination",
+        sources=NOT_IN_YAML,
+    ),
+    Option(
+        "http",
+        Choice(get_args(HttpProtocol)),
+        "lean",
+        "the server's HTTP/1.1 protocol on uvicorn: lean (the proxy's own request cycle on "
+        "uvicorn's httptools parser, fewer instructions and system calls per request) or "
+        "httptools (uvicorn's own)",
+    ),
+    Option(
+        "drain_timeout",
+        Number("S"),
+        30.0,
+        "on shutdown, how long open streams may go on before they end with shutting_down",
+    ),
+    Option("log_level", Choice(get_args(LogLevel)), "info", "the lowest level logged"),
+    Option(
+        "cors_origins",
+        Items(cors_origin, "ORIGINS", "origins"),
+        (),
+        "browser origins allowed to call the proxy, comma-separated (* for any)",
+    ),
+    Option(
+        "keys",
+        Items(secret, "KEYS", "keys"),
+        (),
+        "comma-separated proxy keys; when set, clients must send one (Authorization: Bearer "
+        "or x-toolcall-proxy-key); it is never forwarded. Only from the environment: a "
+        "command line is visible to every user of the machine",
+        sources=frozenset({"env"}),
+        attr="proxy_keys",
+    ),
+)
+
+OPTION: Mapping[str, Option] = MappingProxyType({option.name: option for option in OPTIONS})
+
+
+def default(name: str) -> Any:
+    """A setting's default, for the fields of Route and Settings."""
+    return OPTION[name].default
+
+
+def add_flag(parser: argparse.ArgumentParser, option: Option, **overrides: Any) -> argparse.Action:
+    """The option's flag on `parser`; `overrides` (e.g. a default) for other subcommands."""
+    assert option.flag is not None, option.name
+    kind = option.kind
+    shown = overrides.get("default", option.shown_default)
+    spec: dict[str, Any] = {
+        "dest": option.name,
+        "type": kind.arg_type,
+        "metavar": kind.metavar if kind.choices is None else None,
+        "choices": kind.choices,
+        # argparse formats help with %: a literal one must be doubled
+        "help": f"{option.help} (default {shown})".replace("%", "%%"),
+    }
+    spec.update(overrides)
+    return parser.add_argument(option.flag, **spec)
+
+
+def synopsis() -> str:
+    """The `serve` flags as the README's synopsis shows them."""
+    return " ".join(f"[{o.flag} {o.kind.metavar}]" for o in OPTIONS if o.flag)
+
+
+def markdown_table() -> str:
+    """The README's table of settings."""
+    rows = ["| flag | environment | YAML | default | meaning |", "|---|---|---|---|---|"]
+    for o in OPTIONS:
+        # A | in a table cell ends the cell, even inside backticks.
+        flag = f"`{o.flag} {o.kind.metavar}`".replace("|", "\\|") if o.flag else ""
+        where = f"`{o.name}`" if "yaml" in o.sources else ""
+        if where and o.scope == "route":
+            where += ", per route"
+        rows.append(f"| {flag} | `{o.env}` | {where} | {o.shown_default} | {o.help} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

@@ -1,0 +1,1 @@
+"""What operators read: the request log line, metrics and the start-up lines."""

@@ -1,0 +1,71 @@
+"""What `serve` says before it listens: one line per route, so the output names what runs.
+
+Each line names the route, where clients reach it, the upstream (never a key: only the name
+of the variable that holds it), the id dialect and policy, the replay guard, text tool calls
+and the API surfaces it repairs or passes through (proxy.core.surfaces).
+"""
+
+from __future__ import annotations
+
+import os
+
+from proxy.config.load import Route, Settings
+from proxy.core.surfaces import describe_surfaces
+
+PREFIX = "toolcall-proxy:"
+
+
+def _base_url(settings: Settings, route: Route) -> str:
+    """Where a client points its base URL for this route (the path alone when the port is
+    chosen at start-up: uvicorn names the real one a moment later)."""
+    path = f"{route.path_prefix or ''}/v1"
+    if settings.port == 0:
+        return path
+    return f"http://{settings.host}:{settings.port}{path}"
+
+
+def _match(route: Route) -> str:
+    return f" for models {route.model_glob}" if route.model_glob is not None else ""
+
+
+def _key(route: Route) -> str:
+    forwarded = "the client's Authorization is forwarded"
+    if route.upstream_key_env is None:
+        return forwarded
+    if not os.environ.get(route.upstream_key_env):
+        return f"key from ${route.upstream_key_env} (not set: {forwarded})"
+    return f"key from ${route.upstream_key_env}"
+
+
+def _dialect(route: Route) -> str:
+    if route.dialect == "auto":
+        return "dialect auto (kimi for models named kimi or moonshot, else passthrough)"
+    return f"dialect {route.dialect}"
+
+
+def route_line(settings: Settings, route: Route) -> str:
+    guard = (
+        f"replay guard on, max {route.max_followups} follow-ups"
+        if route.replay_guard
+        else "replay guard off"
+    )
+    return (
+        f"{PREFIX} route {route.name} at {_base_url(settings, route)}{_match(route)} -> "
+        f"{route.upstream}, {_key(route)}; {_dialect(route)}; ids {route.ids}; {guard}; "
+        f"repeat guard {route.repeat_guard}; "
+        f"text tool calls {route.text_tool_calls}; {describe_surfaces()}"
+    )
+
+
+def startup_lines(settings: Settings) -> list[str]:
+    lines = []
+    if settings.simulated:
+        lines.append(
+            f"{PREFIX} no upstream configured; serving the built-in simulated provider "
+            f"(a Kimi-like upstream that reuses ids) on http://{settings.host}:{settings.port}/v1"
+        )
+    lines += [route_line(settings, route) for route in settings.routes]
+    return lines
+
+
+__all__ = ["route_line", "startup_lines"]

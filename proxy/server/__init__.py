@@ -1,0 +1,1 @@
+"""The HTTP side: the ASGI app, its routes, the lean protocol and graceful shutdown."""

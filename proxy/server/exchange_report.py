@@ -1,0 +1,84 @@
+"""What the shell tells logs and metrics about an exchange's decisions (SPEC §7).
+
+Kept apart from the round loop: what is counted and logged changes for other reasons than how
+bytes move.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from proxy.core.errors import RepeatLoopDetected, ReplayLoopDetected
+from proxy.core.guard import Replay
+from proxy.core.notes import Note
+from proxy.core.surface_codec import Exchange
+from proxy.ops.observability import LOGGER, Metrics, log_decisions
+
+if TYPE_CHECKING:
+    from proxy.server.exchange_handler import ExchangeRequest
+
+
+class ExchangeReporter:
+    """Counts and logs one app's exchanges (its metrics registry)."""
+
+    def __init__(self, metrics: Metrics):
+        self.metrics = metrics
+
+    def notes(self, req: ExchangeRequest, notes: list[Note]) -> None:
+        if notes:
+            self.metrics.record_notes(notes, req.codec.surface.label)
+            req.log.count(notes)
+            log_decisions(req.request_id, notes)
+            notes.clear()
+
+    def answered(self, req: ExchangeRequest, replays: list[Replay]) -> None:
+        """Replays (SPEC §5) and repeated calls (SPEC §10) the proxy answered itself; the
+        repeats are counted as the repeat guard's (`blocked`, from their CallDropped note)."""
+        true_replays = [replay for replay in replays if not replay.repeat]
+        self.metrics.replays_answered.labels(req.codec.surface.label).inc(len(true_replays))
+        req.log.fields["replays_answered"] += len(true_replays)
+        for replay in replays:
+            LOGGER.warning(
+                "repeated call answered" if replay.repeat else "replay answered",
+                extra={
+                    "fields": {
+                        "request_id": req.request_id,
+                        "route": req.route.name,
+                        "tool": replay.name,
+                        "raw_id": replay.raw_id,
+                        "client_id": replay.client_id,
+                        "matched": replay.form,
+                        "event": "repeat_answered" if replay.repeat else "replay_answered",
+                    }
+                },
+            )
+
+    def tripped(self, req: ExchangeRequest, exc: ReplayLoopDetected) -> None:
+        surface = req.codec.surface.label
+        self.metrics.breaker_trips.labels(surface).inc()
+        req.log.fields["breaker"] = True
+        repeat = isinstance(exc, RepeatLoopDetected)
+        if repeat:  # SPEC §10
+            self.metrics.repeats.labels("stopped", surface).inc()
+            req.log.fields["repeat"] = "stopped"
+        LOGGER.warning(
+            "repeat loop stopped" if repeat else "replay loop stopped",
+            extra={
+                "fields": {
+                    "request_id": req.request_id,
+                    "route": req.route.name,
+                    "tool": exc.tool_name,
+                    "raw_id": exc.raw_id,
+                    "client_id": exc.client_id,
+                    "reason": exc.reason,
+                    "event": "breaker_trip",
+                }
+            },
+        )
+
+    def record(self, req: ExchangeRequest, exchange: Exchange) -> None:
+        notes, non_json = exchange.report()
+        if notes:
+            self.notes(req, notes)
+        if non_json:
+            req.log.fields["non_json_events"] = non_json

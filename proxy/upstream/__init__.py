@@ -1,0 +1,1 @@
+"""The upstream side: the connection pool, the raw transport and one upstream call."""
