@@ -38,6 +38,7 @@ TextToolCalls = Literal["auto", "off"]
 RepeatGuard = Literal["on", "note", "off"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 HttpProtocol = Literal["lean", "httptools"]
+UpstreamApi = Literal["same", "chat_completions", "anthropic_messages", "responses"]
 
 ENV_PREFIX = "TOOLCALL_PROXY_"
 Source = Literal["flag", "env", "yaml"]
@@ -100,6 +101,15 @@ OPTIONS: tuple[Option, ...] = (
         Text(env_var_name, "NAME", nullable=True),
         None,
         "environment variable holding a key that replaces the client's Authorization",
+        scope="route",
+    ),
+    Option(
+        "upstream_api",
+        Choice(get_args(UpstreamApi)),
+        "same",
+        "the API the upstream speaks. same: each client's own; chat_completions: Responses "
+        "and Anthropic Messages clients are served over the upstream's Chat Completions "
+        "(SPEC §9 bridges; see docs/bridges.md)",
         scope="route",
     ),
     Option("host", Text(listen_address, "H"), "127.0.0.1", "address to listen on"),

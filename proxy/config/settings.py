@@ -15,6 +15,7 @@ from proxy.config.options import (
     IdsPolicy,
     RepeatGuard,
     TextToolCalls,
+    UpstreamApi,
     default,
 )
 
@@ -28,6 +29,7 @@ class Route:
     model_glob: str | None = None
     path_prefix: str | None = None
     upstream_key_env: str | None = default("upstream_key_env")
+    upstream_api: UpstreamApi = default("upstream_api")  # noqa: RUF009 -- a str
     ids: IdsPolicy = default("ids")  # noqa: RUF009 -- a str
     dialect: Dialect = default("dialect")  # noqa: RUF009 -- a str
     replay_guard: bool = default("replay_guard")

@@ -72,6 +72,7 @@ class RoundPhases:
 
     phase: ExchangePhase
     facts: HistoryFacts
+    dropped: tuple[str, ...]  # always empty: an exchange on the client's own API maps nothing
     _upstream_body: dict[str, Any]
     _forwarded: bool
     _notes: list[Note]
@@ -87,6 +88,7 @@ class RoundPhases:
         """The state every surface's exchange starts with, from its translated request."""
         self.rules = rules
         self.facts = facts
+        self.dropped = ()
         self.upstream_request = upstream_request
         self.guard = GuardState(
             enabled=rules.replay_guard, max_followups=rules.max_followups, entropy=entropy

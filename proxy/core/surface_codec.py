@@ -24,6 +24,9 @@ class Exchange(Protocol):
 
     upstream_request: bytes  # the first round's body
     facts: HistoryFacts  # what the history said (its dialect is logged)
+    # What the request's mapping to another API left out (a bridge's, SPEC §9: hosted tools,
+    # fields the upstream has no word for); named in a response header and the log line.
+    dropped: tuple[str, ...]
 
     def begin_round(self, *, stream: bool) -> None:
         """An upstream response head arrived: its body is an event stream or one message."""
@@ -40,6 +43,9 @@ class Exchange(Protocol):
         """The bytes that end the client's stream with `error`, in the surface's grammar and
         with the stream's running state (sequence numbers, indexes)."""
 
+
+# An upstream's error answer (status, body) as the client's error body (a bridge's, SPEC §9).
+UpstreamErrorRenderer = Callable[[int, bytes], bytes]
 
 # (body, raw body, the route's rules, entropy) -> the request's exchange
 ExchangeFactory = Callable[[dict[str, Any], bytes, Any, Callable[[int], bytes]], Exchange]
@@ -60,6 +66,11 @@ class SurfaceCodec:
     # Where a route's upstream key goes, and its prefix (`Authorization: Bearer <key>`).
     credential_header: bytes = b"authorization"
     credential_prefix: bytes = b"Bearer "
+    # A bridge's (SPEC §9): the API its upstream speaks (its rounds go to that API's path) and
+    # how an upstream error answer reads in the client's shape. None: the client's own API,
+    # and error answers relayed as they came (SPEC §6).
+    upstream: Surface | None = None
+    upstream_error: UpstreamErrorRenderer | None = None
 
 
-__all__ = ["Exchange", "ExchangeFactory", "SurfaceCodec"]
+__all__ = ["Exchange", "ExchangeFactory", "SurfaceCodec", "UpstreamErrorRenderer"]

@@ -57,9 +57,11 @@ def _deltas(body: bytes) -> Iterator[JSON]:
 def _message_from_stream(body: bytes) -> JSON:
     """Reassemble the canonical stream the core wrote (one header per call, then fragments)."""
     content: list[str] = []
+    reasoning: list[str] = []
     calls: dict[int, JSON] = {}
     for delta in _deltas(body):
         content.append(delta.get("content") or "")
+        reasoning.append(delta.get("reasoning_content") or "")
         for entry in delta.get("tool_calls") or ():
             fn = entry.get("function") or {}
             call = calls.setdefault(
@@ -72,6 +74,8 @@ def _message_from_stream(body: bytes) -> JSON:
             )
             call["function"]["arguments"] += fn.get("arguments") or ""
     message: JSON = {"role": "assistant", "content": "".join(content) or None}
+    if any(reasoning):
+        message["reasoning_content"] = "".join(reasoning)
     if calls:
         message["tool_calls"] = [calls[i] for i in sorted(calls)]
     return message
@@ -113,6 +117,9 @@ def assistant_message(exchange: RecordedExchange) -> JSON | None:
     if message is None:
         return None
     kept: JSON = {"role": "assistant", "content": message.get("content")}
+    for thinking in ("reasoning_content", "reasoning"):  # thinking models require it back
+        if message.get(thinking):
+            kept[thinking] = message[thinking]
     if message.get("tool_calls"):
         kept["tool_calls"] = message["tool_calls"]
     elif kept["content"] is None:

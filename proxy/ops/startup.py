@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from proxy.bridge.codecs import bridges_from
 from proxy.config.load import Route, Settings
 from proxy.core.surfaces import describe_surfaces
 
@@ -43,6 +44,14 @@ def _dialect(route: Route) -> str:
     return f"dialect {route.dialect}"
 
 
+def _upstream_api(route: Route) -> str:
+    """SPEC §9: which clients a route bridges, when its upstream speaks another API."""
+    if route.upstream_api == "same":
+        return ""
+    bridged = " and ".join(bridges_from(route.upstream_api)) or "no client path"
+    return f"upstream speaks {route.upstream_api}, bridging {bridged} to it; "
+
+
 def route_line(settings: Settings, route: Route) -> str:
     guard = (
         f"replay guard on, max {route.max_followups} follow-ups"
@@ -51,7 +60,8 @@ def route_line(settings: Settings, route: Route) -> str:
     )
     return (
         f"{PREFIX} route {route.name} at {_base_url(settings, route)}{_match(route)} -> "
-        f"{route.upstream}, {_key(route)}; {_dialect(route)}; ids {route.ids}; {guard}; "
+        f"{route.upstream}, {_key(route)}; {_upstream_api(route)}{_dialect(route)}; "
+        f"ids {route.ids}; {guard}; "
         f"repeat guard {route.repeat_guard}; "
         f"text tool calls {route.text_tool_calls}; {describe_surfaces()}"
     )

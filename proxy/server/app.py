@@ -43,6 +43,7 @@ from proxy.server.asgi import (
     send_json,
     send_refusal,
 )
+from proxy.server.bridging import answer_count_tokens, bridged_codec, counts_tokens
 from proxy.server.codecs import codec_for, credential_for
 from proxy.server.cors import CORSMiddleware
 from proxy.server.draining import end_for_shutdown
@@ -207,6 +208,8 @@ class ProxyApp:
             raw = await call.request_body.read(self.settings.max_body_bytes)
             route, body = self._route(call, raw)
             log.fields["route"] = route.name
+            if call.codec is not None and route.upstream_api != "same":
+                call.codec = bridged_codec(call.codec, route.upstream_api, log)
             call.stream = body is not None and body.get("stream") is True
             work = self._forward(call, route, raw, body, log)
             status = 499  # what a client that leaves gets: the watch ends the work for it
@@ -271,6 +274,8 @@ class ProxyApp:
         """The work that serves the request, to await (a plain function: one frame less);
         a request it cannot be built for raises here."""
         scope = call.scope
+        if body is None and counts_tokens(route, scope["method"], call.rest):
+            return answer_count_tokens(call.send, raw, call.request_id, log)
         strip_auth = bool(self.settings.proxy_keys) and header(scope, PROXY_KEY_HEADER) is None
         headers = upstream_request_headers(
             scope["headers"],
@@ -284,7 +289,9 @@ class ProxyApp:
                 else credential_for(call.rest)
             ),
         )
-        url = upstream_url(route, call.rest, scope.get("query_string", b""))
+        upstream = call.codec.upstream if call.codec is not None else None
+        rest = call.rest if upstream is None else upstream.path  # a bridge's (SPEC §9)
+        url = upstream_url(route, rest, scope.get("query_string", b""))
         if body is not None and call.codec is not None:
             request = ExchangeRequest(call.codec, route, url, headers, call.request_id, log)
             return self.exchanges.handle(request, call.send, raw, body)

@@ -46,6 +46,7 @@ from proxy.upstream.client import (
     upstream_failure,
 )
 
+DROPPED_HEADER = b"x-toolcall-proxy-dropped-tools"
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
     (b"cache-control", b"no-cache"),
@@ -98,10 +99,14 @@ class ExchangeHandler:
         fields["model"] = body.get("model")
         fields["stream"] = body.get("stream") is True
         fields["dialect"] = exchange.facts.dialect
+        if exchange.dropped:
+            fields["dropped"] = list(exchange.dropped)
         response = await self._open(req, exchange.upstream_request)
         try:
             writer = self._writer(req, send, response, exchange)
             if writer is None:
+                if req.codec.upstream_error is not None:  # a bridge's (SPEC §9)
+                    return await self._translated_error(req, response, send)
                 return await self._relay(req, response, send)
             if writer.streaming:
                 self.metrics.active_streams.inc()
@@ -127,14 +132,16 @@ class ExchangeHandler:
             headers = headers_without(response.headers, _EVENT_STREAM_DROP)
             return EventStreamWriter(
                 send,
-                with_request_id([*SSE_HEADERS, *headers], req.request_id),
+                with_request_id([*SSE_HEADERS, *headers, *_dropped(exchange)], req.request_id),
                 render=exchange.stream_error,
                 loop_in_stream=req.codec.loop_in_stream,
             )
         if "json" in content_type or not content_type:
             headers = headers_without(response.headers, _MESSAGE_DROP)
             return MessageWriter(
-                send, response.status_code, with_request_id(headers, req.request_id)
+                send,
+                response.status_code,
+                with_request_id([*headers, *_dropped(exchange)], req.request_id),
             )
         return None
 
@@ -155,6 +162,28 @@ class ExchangeHandler:
             req.log.mark_first_byte()
             self.metrics.ttfb.observe(req.log.ttfb or 0.0)
         return response
+
+    async def _translated_error(
+        self, req: ExchangeRequest, response: UpstreamResponse, send: Send
+    ) -> int:
+        """SPEC §9: a bridged upstream's error answer in the client's error shape, its status
+        and message kept."""
+        status = response.status_code
+        render = req.codec.upstream_error
+        assert render is not None
+        body = render(status, await response.read())
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": with_request_id(headers, req.request_id),
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+        if status >= 500 or status == 429:
+            self.metrics.upstream_errors.labels(f"status_{status}").inc()
+        return status
 
     async def _relay(self, req: ExchangeRequest, response: UpstreamResponse, send: Send) -> int:
         """Non-2xx (or unknown content): status, headers and body unchanged (SPEC §6)."""
@@ -388,5 +417,12 @@ async def _drain(response: UpstreamResponse, chunks: AsyncIterator[bytes]) -> No
 
 # The upstream's headers for a body the proxy re-encodes: it is sent decoded, so its
 # content-encoding goes, and so do the headers the proxy sets itself.
+def _dropped(exchange: Exchange) -> list[tuple[bytes, bytes]]:
+    """SPEC §9: what a bridge left out of the upstream request, named to the client."""
+    if not exchange.dropped:
+        return []
+    return [(DROPPED_HEADER, ", ".join(exchange.dropped).encode())]
+
+
 _EVENT_STREAM_DROP = RESPONSE_DROP | {b"content-encoding", b"content-type", b"cache-control"}
 _MESSAGE_DROP = RESPONSE_DROP | {b"content-encoding", b"content-type"}

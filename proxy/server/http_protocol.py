@@ -583,4 +583,4 @@ def _log_access(protocol: LeanHttpProtocol, scope: Any, status: int) -> None:
     )
 
 
-__all__ = ["RequestCycle", "LeanHttpProtocol"]
+__all__ = ["LeanHttpProtocol", "RequestCycle"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import struct
 import time
@@ -107,6 +108,7 @@ def _frames(profile: Profile, body: JSON, reply: Reply, model: str) -> list[byte
     marker = "\x00sim-content\x00"
     before, after = chunk({"content": marker}).split(orjson.dumps(marker))
     frames = [chunk({"role": "assistant", "content": ""})]
+    frames += [chunk({"reasoning_content": part}) for part in _reasoning_parts(profile)]
     frames += [before + orjson.dumps(text) + after for text in reply.content]
     frames += [chunk(delta) for delta in tool_call_deltas(profile, reply.calls)]
     if reply.finish_reason is not None:
@@ -141,8 +143,33 @@ def _message_tool_calls(profile: Profile, calls: tuple[PlannedCall, ...]) -> lis
     ]
 
 
+def _reasoning_parts(profile: Profile) -> list[str]:
+    """A thinking profile's reasoning in word-sized deltas, as thinking models stream it."""
+    words = profile.reasoning.split(" ")
+    return [word + " " for word in words[:-1]] + words[-1:] if profile.reasoning else []
+
+
+def _lost_reasoning(profile: Profile, body: JSON) -> Response | None:
+    """A thinking model's 400 for a tool-call turn sent back without its reasoning."""
+    if not profile.reasoning_required:
+        return None
+    for message in body.get("messages") or ():
+        lost = not isinstance(message, dict) or not message.get("reasoning_content")
+        if lost and isinstance(message, dict) and message.get("tool_calls"):
+            return _error(
+                400,
+                "thinking is enabled but reasoning_content is missing in assistant tool "
+                "call message (simulated)",
+                "invalid_request_error",
+                None,
+            )
+    return None
+
+
 def _completion(profile: Profile, body: JSON, reply: Reply, model: str) -> bytes:
     message: JSON = {"role": "assistant", "content": "".join(reply.content) or None}
+    if profile.reasoning:
+        message["reasoning_content"] = profile.reasoning
     if reply.calls:
         message["tool_calls"] = _message_tool_calls(profile, reply.calls)
     return orjson.dumps(
@@ -297,6 +324,9 @@ class _Simulator:
             )
         if profile.fault is Fault.SERVER_ERROR:
             return _error(500, "The server had an error (simulated)", "server_error", None)
+        lost = _lost_reasoning(profile, body)
+        if lost is not None:
+            return lost
         reply = plan_reply(profile, body)
         if body.get("stream") is True:
             return self._answer(profile, reply, frames=_frames(profile, body, reply, model))
@@ -334,6 +364,8 @@ class _Simulator:
         if isinstance(planned, Response):
             return planned
         profile, reply, model = planned
+        if profile.chat_only:
+            return _unknown_url(request)
         if body.get("stream") is True:
             frames = anthropic.event_frames(profile, body, reply, model)
             return self._answer(profile, reply, frames=frames)
@@ -345,6 +377,10 @@ class _Simulator:
         body = await anthropic.read_body(request)
         if isinstance(body, Response):
             return body
+        model = body.get("model")
+        with contextlib.suppress(ValueError):  # a bad option is the count's business, not ours
+            if profile_for_model(model if isinstance(model, str) else "").chat_only:
+                return _unknown_url(request)
         return Response(anthropic.count_tokens(body), media_type="application/json")
 
     async def responses(self, request: Request) -> Response:
@@ -357,6 +393,8 @@ class _Simulator:
         if isinstance(planned, Response):
             return planned
         profile, reply, model, items = planned
+        if profile.chat_only:
+            return _unknown_url(request)
         if body.get("stream") is True:
             frames = responses.event_frames(profile, body, reply, model, items, self.stored)
             return self._answer(profile, reply, frames=frames)
@@ -394,8 +432,13 @@ class _Simulator:
         return Response(orjson.dumps(result), media_type="application/json")
 
     async def not_found(self, request: Request) -> Response:
-        message = f"Invalid URL ({request.method} {_route_path(request.scope)})"
-        return _error(404, message, "invalid_request_error", "unknown_url")
+        return _unknown_url(request)
+
+
+def _unknown_url(request: Request) -> Response:
+    """OpenAI's answer to a path it does not serve (and a Chat-only server's to the others)."""
+    message = f"Invalid URL ({request.method} {_route_path(request.scope)})"
+    return _error(404, message, "invalid_request_error", "unknown_url")
 
 
 def _embedding(seed: bytes, dims: int) -> list[float]:

@@ -124,6 +124,14 @@ class Profile:
     delay_ms: float = 0.0
     stall_s: float = 30.0
     kb: int = 1024
+    # A server of Chat Completions only (most open-model servers): its `/messages` and
+    # `/responses` answer 404, as such servers do (SPEC §9's bridges serve those clients).
+    chat_only: bool = False
+    # A thinking model: this text as `reasoning_content` deltas before the content, and (when
+    # `reasoning_required`) a 400 for a history whose tool-call turns lost it, as Kimi K2
+    # thinking and DeepSeek's reasoner answer.
+    reasoning: str = ""
+    reasoning_required: bool = False
 
 
 OPTIONS = ("rounds", "chunks", "delay_ms", "stall_s", "kb", "replay_after", "polls")
@@ -226,6 +234,16 @@ _ALL = (
     ),
     # Tool parser off: the calls arrive inside `content` as each model family's markup.
     *(Profile(name=f"leak-{fmt}", leak=fmt) for fmt in LEAK_FORMATS),
+    # Kimi served over Chat Completions alone: ids from a counter that restarts every response,
+    # its history ids checked, its reasoning required back on tool-call turns.
+    Profile(
+        name="kimi-chat-only",
+        id_style=IdStyle.KIMI_RESPONSE,
+        kimi_history_check=True,
+        chat_only=True,
+        reasoning="The user wants a command run; I will call the tool.",
+        reasoning_required=True,
+    ),
     Profile(name="fast", text_only=True),
     Profile(name="paced", text_only=True, chunks=64, delay_ms=20.0),
     Profile(name="fault-429", fault=Fault.RATE_LIMIT),

@@ -21,6 +21,10 @@ EXPECTED: dict[str, set[str]] = {
     # A conversation-wide counter: ids differ turn to turn, and start again in a new
     # conversation (the doctor holds two).
     "kimi-vllm": {"kimi_ids", "recurring_ids"},
+    # Kimi on Chat Completions alone, thinking (its other APIs answer 404): ids that restart
+    # every response, and, sent back as they came (`:0` twice), history ids it does not
+    # recognise, so it leaks its markup on the next turn, as Kimi does.
+    "kimi-chat-only": {"kimi_ids", "recurring_ids", "leaked_markup"},
     # Responses quirks; on Chat Completions these profiles are the Kimi-like default.
     "no-item-ids": {"kimi_ids", "recurring_ids"},
     "no-done-events": {"kimi_ids", "recurring_ids"},
