@@ -5,7 +5,7 @@
   the install still succeeds, the pure-Python scan serves and httptools decodes the bodies.
 - The sans-IO cores, compiled from their own Python source by mypyc (`COMPILED` below): the
   same code, type-checked, as C. On the stream agents get from a Kimi-like upstream this takes
-  about a fifth of the proxy's instructions away (README, "Instructions per request"), with no
+  about a fifth of the proxy's instructions away (docs/performance.md, "Instructions per request"), with no
   second implementation to keep in step. `TOOLCALL_PROXY_PURE_PYTHON=1` at install time
   builds without it (the modules then run as Python, as they do where mypyc is missing).
 
@@ -34,7 +34,7 @@ from setuptools.command.build_ext import build_ext
 # transport, the server's HTTP protocol, the request's log line and metrics) is compiled too.
 # Alone, its round loop's coroutines cost more compiled than interpreted (307,850 instructions
 # for the small request against 303,800), but compiled with all it calls the small request
-# went from 295,886 to 220,909 (README, "Instructions per request"). What that asks of it:
+# went from 295,886 to 220,909 (docs/performance.md, "Instructions per request"). What that asks of it:
 # - mypyc compiles no async generator: a compiled module iterates with a class
 #   (`__aiter__`/`__anext__`).
 # - A class whose base is not compiled (httpx's, uvicorn's, logging's, or ours in a module not

@@ -1,7 +1,7 @@
 """The proxy's app served by granian instead of uvicorn: the benchmark's server comparison.
 
 Not a supported way to run the proxy (`toolcall-proxy serve` runs uvicorn, whose drain, limits
-and malformed-head answers SPEC §6 relies on; README, "ASGI servers"): this exists so
+and malformed-head answers SPEC §6 relies on; docs/performance.md, "ASGI servers"): this exists so
 `python -m bench` can put the same app on another server, with the same flags, and measure
 the difference. granian is installed by `make bench` only.
 

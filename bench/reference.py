@@ -202,7 +202,7 @@ def _module_floor(upstream: procs.Server, sizes: Sizes, work: Path, module: list
 
 
 def _granian(upstream: procs.Server, sizes: Sizes, work: Path, workers: int) -> Any:
-    """The same app on granian (installed by `make bench` only; README, "ASGI servers")."""
+    """The same app on granian (installed by `make bench` only; docs/performance.md, "ASGI servers")."""
     if importlib.util.find_spec("granian") is None:
         return {"error": "granian is not installed (make bench installs it)"}
     try:
