@@ -7,8 +7,6 @@ serves a request, and one answer the upstream cannot give.
 
 from __future__ import annotations
 
-import orjson
-
 from proxy.bridge.anthropic_chat import count_tokens_estimate
 from proxy.bridge.codecs import bridged
 from proxy.config.settings import Route
@@ -16,7 +14,7 @@ from proxy.core.body import parse_json_object
 from proxy.core.surface_codec import SurfaceCodec
 from proxy.core.surfaces import ANTHROPIC_MESSAGES
 from proxy.ops.observability import RequestLog
-from proxy.server.asgi import Send, with_request_id
+from proxy.server.asgi import Send, send_json, with_request_id
 
 COUNT_TOKENS_PATH = ANTHROPIC_MESSAGES.path + "/count_tokens"
 ESTIMATE_HEADER = (b"x-toolcall-proxy-estimate", b"1")
@@ -42,21 +40,9 @@ async def answer_count_tokens(send: Send, raw: bytes, request_id: str, log: Requ
     """SPEC §9: an estimate, marked as one, so Claude Code keeps working on a bridged route.
     A body that is not a JSON object raises SPEC §6's 400 for the app to answer."""
     body = parse_json_object(raw)
-    payload = orjson.dumps(count_tokens_estimate(body))
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", b"%d" % len(payload)),
-        ESTIMATE_HEADER,
-    ]
     log.fields["estimate"] = True
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 200,
-            "headers": with_request_id(headers, request_id),
-        }
-    )
-    await send({"type": "http.response.body", "body": payload})
+    headers = with_request_id([ESTIMATE_HEADER], request_id)
+    await send_json(send, 200, count_tokens_estimate(body), headers)
     return 200
 
 

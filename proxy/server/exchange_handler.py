@@ -32,7 +32,7 @@ from proxy.core.rounds import RouteRules
 from proxy.core.sse import SSEFramingError
 from proxy.core.surface_codec import Exchange, SurfaceCodec
 from proxy.ops.observability import LOGGER, Metrics, RequestLog
-from proxy.server.asgi import Send, with_request_id
+from proxy.server.asgi import Send, send_bytes, with_request_id
 from proxy.server.client_writer import ClientWriter, EventStreamWriter, MessageWriter
 from proxy.server.exchange_report import ExchangeReporter
 from proxy.upstream.call import UpstreamResponse, open_upstream, relay
@@ -172,15 +172,8 @@ class ExchangeHandler:
         render = req.codec.upstream_error
         assert render is not None
         body = render(status, await response.read())
-        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": with_request_id(headers, req.request_id),
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        headers = with_request_id([(b"content-type", b"application/json")], req.request_id)
+        await send_bytes(send, status, body, headers)
         if status >= 500 or status == 429:
             self.metrics.upstream_errors.labels(f"status_{status}").inc()
         return status

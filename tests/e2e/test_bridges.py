@@ -19,23 +19,12 @@ import pytest
 from proxy.simulator import SimulatorLog
 from tests.e2e.anthropic import sdk as anthropic_sdk
 from tests.e2e.conftest import ProxyFactory
+from tests.e2e.test_responses import TOOLS, _respond
 from tests.servers import ServerThread
 
 CHAT_ONLY = "kimi-chat-only"
 FUNCTION_KEYS = ("name", "description", "parameters")
 MAX_TURNS = 8
-TOOLS: list[Any] = [
-    {
-        "type": "function",
-        "name": "run_shell_command",
-        "description": "Run a shell command",
-        "parameters": {
-            "type": "object",
-            "properties": {"command": {"type": "string"}},
-            "required": ["command"],
-        },
-    }
-]
 
 
 @pytest.fixture(scope="module")
@@ -46,15 +35,6 @@ def bridge(make_proxy: ProxyFactory) -> Iterator[ServerThread]:
 
 def openai_client(server: ServerThread) -> openai.OpenAI:
     return openai.OpenAI(base_url=server.url + "/v1", api_key="sk-test", max_retries=0)
-
-
-def _respond(api: openai.OpenAI, stream: bool, **kwargs: Any) -> Any:
-    if not stream:
-        return api.responses.create(**kwargs)
-    with api.responses.stream(**kwargs) as events:
-        for _ in events:
-            pass
-        return events.get_final_response()
 
 
 def responses_loop(
