@@ -64,6 +64,20 @@ class FollowupNeeded:
     content: str
     replays: list[Replay]
     carry: Carry
+    # The round's reasoning by the field the upstream sent it in (`reasoning_content`,
+    # `reasoning`): thinking models reject a tool-call turn without it (QUIRKS), and the
+    # follow-up request repeats the round's assistant message.
+    reasoning: dict[str, str]
+
+
+# The delta fields a reasoning model streams its thinking in (DeepSeek and Kimi
+# `reasoning_content`; vLLM, Groq and OpenRouter `reasoning`).
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def reasoning_of(message: dict[str, Any]) -> dict[str, str]:
+    """The reasoning fields of a whole assistant message, as the upstream sent them."""
+    return {key: message[key] for key in REASONING_FIELDS if isinstance(message.get(key), str)}
 
 
 class RoundContent:
@@ -88,19 +102,30 @@ class RoundContent:
         self._items.append(text)
 
     def text(self) -> str:
+        return self.message()[0]
+
+    def message(self) -> tuple[str, dict[str, str]]:
+        """The round's text and its reasoning by field, from one walk of its events."""
         parts: list[str] = []
+        reasoning: dict[str, list[str]] = {}
         for item in self._events():
             if isinstance(item, str):
                 parts.append(item)
                 continue
             try:
-                chunk = orjson.loads(item)
-                content = chunk["choices"][0]["delta"].get("content")
-            except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
+                delta = orjson.loads(item)["choices"][0]["delta"]
+            except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
                 continue
+            if not isinstance(delta, dict):
+                continue
+            content = delta.get("content")
             if isinstance(content, str):
                 parts.append(content)
-        return "".join(parts)
+            for key in REASONING_FIELDS:
+                value = delta.get(key)
+                if isinstance(value, str):
+                    reasoning.setdefault(key, []).append(value)
+        return "".join(parts), {key: "".join(texts) for key, texts in reasoning.items()}
 
     def _events(self) -> list[bytes | str]:
         items: list[bytes | str] = []
@@ -203,11 +228,13 @@ class Continuation:
             )
         return out
 
-    def followup(self, content: str, replays: list[Replay]) -> FollowupNeeded:
+    def followup(
+        self, content: str, replays: list[Replay], reasoning: dict[str, str] | None = None
+    ) -> FollowupNeeded:
         """The round hands over to a follow-up: its held usage counts toward the total."""
         for _, usage in self._held_usage:
             self.add_usage(usage)
-        return FollowupNeeded(content, replays, self.carry)
+        return FollowupNeeded(content, replays, self.carry, reasoning or {})
 
     def base(self) -> dict[str, Any]:
         base = dict(self.envelope or {"object": "chat.completion.chunk"})

@@ -70,6 +70,7 @@ class ChatExchange(RoundPhases):
         self._message: MessageRound | None = None
         self._carry: Carry | None = None  # the earlier rounds' message, once there are some
         self._content_before = ""  # non-streaming: the earlier rounds' content
+        self._reasoning_before: dict[str, str] = {}  # ... and their reasoning, by field
 
     # -- the shell's calls ---------------------------------------------------------------------
 
@@ -149,7 +150,7 @@ class ChatExchange(RoundPhases):
             self._move(ExchangePhase.ENDED)
             return events
         self._carry = followup.carry
-        events.append(self._followup(followup.content, followup.replays))
+        events.append(self._followup(followup.content, followup.replays, followup.reasoning))
         return events
 
     def _stream_loop(self, core: StreamSanitizer, out: list[bytes]) -> list[ExchangeEvent]:
@@ -198,10 +199,16 @@ class ChatExchange(RoundPhases):
             carry.usage = add_usage(carry.usage, parsed.get("usage"))
             self._carry = carry
             self._content_before += result.content
-            return [self._followup(result.content, result.replays)]
+            for key, text in result.reasoning.items():
+                self._reasoning_before[key] = self._reasoning_before.get(key, "") + text
+            return [self._followup(result.content, result.replays, result.reasoning)]
         if self._carry is not None:
             return self._finish(
-                dumps(merge_continuation(self._carry, self._content_before, parsed))
+                dumps(
+                    merge_continuation(
+                        self._carry, self._content_before, parsed, self._reasoning_before
+                    )
+                )
             )
         return self._finish(dumps(parsed) if result.changed else raw)
 
@@ -211,9 +218,13 @@ class ChatExchange(RoundPhases):
 
     # -- across rounds -------------------------------------------------------------------------
 
-    def _followup(self, content: str, replays: list[Replay]) -> ExchangeEvent:
+    def _followup(
+        self, content: str, replays: list[Replay], reasoning: dict[str, str]
+    ) -> ExchangeEvent:
         """The previous request, this round's message and one synthetic answer per replay."""
         return self._open_followup(
-            lambda: build_followup(self._upstream_body, self.facts, self.guard, content, replays),
+            lambda: build_followup(
+                self._upstream_body, self.facts, self.guard, content, replays, reasoning
+            ),
             replays,
         )

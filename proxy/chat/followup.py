@@ -15,9 +15,11 @@ def build_followup(
     guard: GuardState,
     content: str,
     replays: list[Replay],
+    reasoning: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], HistoryFacts]:
     """Chat Completions' follow-up: the previous upstream request + this round's assistant
-    message + one `tool` message per replay. Returns the body and the facts of its history."""
+    message (its text, its reasoning in the fields the upstream sent it in, its replayed
+    calls) + one `tool` message per replay. Returns the body and the facts of its history."""
     answers, new_facts = plan_followup(facts, guard, replays)
     tool_calls = [
         {
@@ -31,6 +33,8 @@ def build_followup(
         {"role": "tool", "tool_call_id": answer.upstream_id, "content": answer.text}
         for answer in answers
     ]
-    assistant = {"role": "assistant", "content": content, "tool_calls": tool_calls}
+    # A thinking model (Kimi, DeepSeek) refuses a tool-call turn without its reasoning.
+    assistant: dict[str, Any] = {"role": "assistant", "content": content, **(reasoning or {})}
+    assistant["tool_calls"] = tool_calls
     body = {**upstream_body, "messages": [*upstream_body["messages"], assistant, *tool_messages]}
     return body, new_facts

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.chat.continuation import reasoning_of
 from proxy.chat.stream import Carry
 from proxy.core.decide import ChoiceIds, ResponseIds, Verdict, truthful_finish_reason
 from proxy.core.guard import Replay
@@ -38,6 +39,7 @@ class MessageResult:
     # Set when the only calls were replays and the shell must run a follow-up round.
     replays: list[Replay]
     content: str
+    reasoning: dict[str, str]  # the replaying message's reasoning fields (FollowupNeeded's)
 
 
 def holds_no_call(raw: bytes) -> bool:
@@ -56,6 +58,7 @@ def sanitize_completion(
     changed = False
     followup_replays: list[Replay] = []
     content = ""
+    reasoning: dict[str, str] = {}
     choices = body.get("choices")
     for position, choice in enumerate(choices if isinstance(choices, list) else ()):
         if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
@@ -69,7 +72,8 @@ def sanitize_completion(
             followup_replays = list(state.replays)
             text = choice["message"].get("content")
             content = text if isinstance(text, str) else ""
-    return MessageResult(body, changed, notes, followup_replays, content)
+            reasoning = reasoning_of(choice["message"])
+    return MessageResult(body, changed, notes, followup_replays, content, reasoning)
 
 
 def _sanitize_choice(
@@ -181,8 +185,14 @@ def _sanitize_calls(
     return kept
 
 
-def merge_continuation(carry: Carry, content_before: str, later: dict[str, Any]) -> dict[str, Any]:
-    """A follow-up round's completion, presented as the continuation of the first one."""
+def merge_continuation(
+    carry: Carry,
+    content_before: str,
+    later: dict[str, Any],
+    reasoning_before: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A follow-up round's completion, presented as the continuation of the first one: the
+    earlier rounds' text and reasoning come first, as a stream would have shown them."""
     for key, value in (
         ("id", carry.response_id),
         ("created", carry.created),
@@ -191,12 +201,19 @@ def merge_continuation(carry: Carry, content_before: str, later: dict[str, Any])
         if value is not None:
             later[key] = value
     choices = later.get("choices")
-    if content_before and isinstance(choices, list) and choices and isinstance(choices[0], dict):
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         message = choices[0].get("message")
         if isinstance(message, dict):
-            content = message.get("content")
-            message["content"] = content_before + (content if isinstance(content, str) else "")
+            _prefix(message, "content", content_before)
+            for key, text in (reasoning_before or {}).items():
+                _prefix(message, key, text)
     usage = add_usage(add_usage(None, carry.usage), later.get("usage"))
     if usage is not None:
         later["usage"] = usage
     return later
+
+
+def _prefix(message: dict[str, Any], key: str, before: str) -> None:
+    if before:
+        value = message.get(key)
+        message[key] = before + (value if isinstance(value, str) else "")

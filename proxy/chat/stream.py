@@ -554,8 +554,8 @@ class StreamSanitizer:
             if self._choices.replays_only:
                 self._go(_REPLAYS_ONLY)
         if self.phase is _FOLLOWUP:
-            content = self._content.text() if self._content is not None else ""
-            self.followup = self._round.followup(content, self._choices.replays())
+            content, reasoning = self._content.message() if self._content else ("", {})
+            self.followup = self._round.followup(content, self._choices.replays(), reasoning)
             self._go(_ROUND_END)
             return out
         out += self._round.closing_chunks()
