@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from proxy.chat.history import resolve_dialect
+from proxy.core.surfaces import CHAT_COMPLETIONS
 from proxy.doctor.observers import Finding
+from proxy.doctor.probes import SurfaceResult
 from proxy.doctor.views import ResponseView
 
 _MISTRAL_ID = re.compile(r"[A-Za-z0-9]{9}")
@@ -56,8 +58,35 @@ def _dialect(codes: set[str], views: Sequence[ResponseView], model: str) -> Sett
     return Setting("dialect", value, f"{why} ({same})")
 
 
+def upstream_api(surfaces: Sequence[SurfaceResult]) -> Setting:
+    """SPEC §9: a provider that answers Chat Completions but not another client API gets
+    that API bridged to Chat Completions (Codex speaks only Responses; Claude Code only
+    Anthropic Messages). The bridges go to Chat Completions only, so a provider that does
+    not answer it keeps `same`."""
+    answers = {result.surface: result.answers for result in surfaces}
+    missing = [result.surface for result in surfaces if not result.answers]
+    if not missing:
+        return Setting("upstream_api", "same", "it answers every API itself")
+    names = " and ".join(surface.name for surface in missing)
+    if not answers.get(CHAT_COMPLETIONS, False):
+        return Setting(
+            "upstream_api",
+            "same",
+            f"it did not answer {names}; the bridges need Chat Completions, which it did not answer",
+        )
+    paths = " and ".join(surface.path for surface in missing)
+    return Setting(
+        "upstream_api",
+        "chat_completions",
+        f"it answers Chat Completions but not {names}: the proxy serves {paths} over Chat Completions",
+    )
+
+
 def recommend(
-    findings: Sequence[Finding], views: Sequence[ResponseView], model: str
+    findings: Sequence[Finding],
+    views: Sequence[ResponseView],
+    model: str,
+    surfaces: Sequence[SurfaceResult] = (),
 ) -> list[Setting]:
     codes = {finding.quirk.code for finding in findings}
     id_quirks = sorted(codes & _ID_QUIRKS)
@@ -84,4 +113,5 @@ def recommend(
             if "leaked_markup" in codes
             else "no calls in the text seen; auto recovers them if the tool parser fails",
         ),
+        *([upstream_api(surfaces)] if surfaces else []),
     ]

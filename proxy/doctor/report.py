@@ -29,6 +29,9 @@ def serve_command(diagnosis: Diagnosis) -> str:
     if diagnosis.key_env:
         words += ["--upstream-key-env", diagnosis.key_env]
     words += ["--dialect", next(s.value for s in diagnosis.settings if s.name == "dialect")]
+    bridge = next((s.value for s in diagnosis.settings if s.name == "upstream_api"), "same")
+    if bridge != "same":
+        words += ["--upstream-api", bridge]
     return " ".join(words)
 
 

@@ -58,6 +58,31 @@ def test_json_report_names_kimi_quirks_and_recommends_a_route_serve_accepts(
     _, [route] = load_yaml_routes(routes_file.read_text(), Route(name="default", upstream=""))
     assert (route.upstream, route.dialect, route.ids) == (provider.url + "/v1", "kimi", "auto")
     assert report["requests"] == len(sim_log.paths) == MAX_REQUESTS  # the 404s included
+    # It answers every API itself: no bridge.
+    assert report["recommended"]["upstream_api"]["value"] == "same"
+    assert route.upstream_api == "same"
+
+
+def test_a_chat_only_provider_gets_the_bridge_recommended(
+    provider: ServerThread, tmp_path: Path
+) -> None:
+    """SPEC §9: Chat Completions answers, Messages and Responses do not (404): the route the
+    doctor recommends bridges them, in the routes file and in the serve command."""
+    done = doctor(provider.url + "/v1", "kimi-chat-only", "--json")
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    answers = {s["path"]: s["answers"] for s in report["surfaces"]}
+    assert answers == {"/chat/completions": True, "/messages": False, "/responses": False}
+    bridge = report["recommended"]["upstream_api"]
+    assert bridge["value"] == "chat_completions"
+    assert "not Anthropic Messages and Responses" in bridge["why"]
+    routes_file = tmp_path / "routes.yaml"
+    routes_file.write_text(report["routes_file"], encoding="utf-8")
+    _, [route] = load_yaml_routes(routes_file.read_text(), Route(name="default", upstream=""))
+    assert route.upstream_api == "chat_completions"
+    text = doctor(provider.url + "/v1", "kimi-chat-only")
+    assert text.returncode == 0, text.stderr
+    assert "--upstream-api chat_completions" in text.stdout
 
 
 def test_it_sends_only_canned_tool_results_and_its_two_harmless_tools(

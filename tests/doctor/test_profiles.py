@@ -118,7 +118,7 @@ def test_the_reference_profile_reports_nothing_and_the_proxy_would_change_nothin
 ) -> None:
     diagnosis = diagnose(provider.url + "/v1", "reference", None, timeout=60)
     assert diagnosis.findings == [] and diagnosis.account == {}
-    assert [s.value for s in diagnosis.settings] == ["passthrough", "auto", "on", "auto"]
+    assert [s.value for s in diagnosis.settings] == ["passthrough", "auto", "on", "auto", "same"]
 
 
 def test_what_the_model_did_not_do_is_said_rather_than_reported_clean(

@@ -9,7 +9,8 @@ from starlette.routing import Mount, Route
 
 from proxy.core.surfaces import SURFACES
 from proxy.doctor.diagnose import diagnose
-from proxy.doctor.probes import PROBES
+from proxy.doctor.probes import PROBES, SurfaceResult
+from proxy.doctor.recommend import upstream_api
 from proxy.simulator import create_simulator_app
 from tests.servers import serving
 
@@ -66,3 +67,21 @@ def test_an_answer_in_another_api_shape_is_not_an_answer() -> None:
     messages_result = diagnosis.surfaces[1]
     assert not messages_result.answers
     assert messages_result.detail == "answered, but not in this API's shape"
+
+
+def test_the_bridge_is_recommended_only_over_an_answering_chat_completions() -> None:
+    """SPEC §9's bridges go to Chat Completions: without it, no bridge to recommend."""
+
+    def results(*answers: bool) -> list[SurfaceResult]:
+        return [
+            SurfaceResult(surface, answered, "answers" if answered else "HTTP 404")
+            for surface, answered in zip(SURFACES, answers, strict=True)
+        ]
+
+    assert upstream_api(results(True, True, True)).value == "same"
+    only_responses_missing = upstream_api(results(True, True, False))
+    assert only_responses_missing.value == "chat_completions"
+    assert "not Responses" in only_responses_missing.why
+    no_chat = upstream_api(results(False, True, False))
+    assert no_chat.value == "same"
+    assert "Chat Completions" in no_chat.why
