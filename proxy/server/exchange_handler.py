@@ -105,9 +105,7 @@ class ExchangeHandler:
         try:
             writer = self._writer(req, send, response, exchange)
             if writer is None:
-                if req.codec.upstream_error is not None:  # a bridge's (SPEC §9)
-                    return await self._translated_error(req, response, send)
-                return await self._relay(req, response, send)
+                return await self._refused(req, response, send)
             if writer.streaming:
                 self.metrics.active_streams.inc()
             try:
@@ -162,6 +160,13 @@ class ExchangeHandler:
             req.log.mark_first_byte()
             self.metrics.ttfb.observe(req.log.ttfb or 0.0)
         return response
+
+    async def _refused(self, req: ExchangeRequest, response: UpstreamResponse, send: Send) -> int:
+        """An answer the exchange cannot read (non-2xx, unknown content) reaches the client
+        unchanged (SPEC §6), or in its own API's shape over a bridge (SPEC §9)."""
+        if req.codec.upstream_error is not None:
+            return await self._translated_error(req, response, send)
+        return await self._relay(req, response, send)
 
     async def _translated_error(
         self, req: ExchangeRequest, response: UpstreamResponse, send: Send
@@ -225,9 +230,9 @@ class ExchangeHandler:
                     followup_response = response = await self._open(req, step.body)
                 except ProxyError as exc:
                     await self._fail(req, writer, exc)
-                    return writer.status
+                    return await _ended(writer)
                 if not await self._accepted(req, writer, response):
-                    return writer.status if writer.streaming else response.status_code
+                    return await _ended(writer) if writer.streaming else response.status_code
         finally:
             if followup_response is not None:
                 await followup_response.aclose()
@@ -252,7 +257,7 @@ class ExchangeHandler:
                 ),
             )
         else:
-            await self._relay(req, response, writer.send)
+            await self._refused(req, response, writer.send)
         return False
 
     async def _stream_round(
@@ -342,6 +347,14 @@ class ExchangeHandler:
         if writer.streaming:
             self.metrics.stream_failed(req.log, exc)
         await writer.fail(exc)
+
+
+async def _ended(writer: ClientWriter) -> int:
+    """A response the rounds stopped early still ends its body: a stream cut off after its
+    error event is a broken connection to the client, which retries it (SPEC §6)."""
+    if not writer.ended:
+        await writer.close()
+    return writer.status
 
 
 class _RoundOver:
