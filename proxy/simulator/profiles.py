@@ -134,7 +134,19 @@ class Profile:
     reasoning_required: bool = False
 
 
-OPTIONS = ("rounds", "chunks", "delay_ms", "stall_s", "kb", "replay_after", "polls")
+OPTIONS = (
+    "rounds",
+    "chunks",
+    "delay_ms",
+    "stall_s",
+    "kb",
+    "replay_after",
+    "polls",
+    # Enum options, by value: a profile's other quirks with replays added
+    # (`kimi-chat-only+replay=once`: a Chat-only thinking Kimi that replays, SPEC §9's bridges).
+    "replay",
+    "replay_id",
+)
 LEAK_FORMATS = (
     "kimi",
     "hermes",
@@ -267,34 +279,48 @@ def profile_for_model(model: str) -> Profile:
 
     `reference+rounds=5` is the reference profile with 5 rounds; `kimi-k2/replay-once` is
     replay-once (the last `/` segment may name the profile, so a model name can also contain
-    "kimi"); any other name is the Kimi-like demo default. Raises ValueError on a malformed or
-    unknown option, so a typo in a test fails loudly instead of running the defaults.
+    "kimi"); any other name is the Kimi-like demo default. `kimi-chat-only+replay=loop+
+    replay_id=restarted` adds a profile's replays to another's quirks. Raises ValueError on a
+    malformed or unknown option, so a typo in a test fails loudly instead of running the defaults.
     """
     base, *raw_options = model.split("+")
     key = base.strip().lower()
     profile = PROFILES.get(key) or PROFILES.get(key.rsplit("/", 1)[-1]) or PROFILES[DEFAULT_PROFILE]
+    options: dict[str, Any] = {}  # Any: `replace` checks each field's type, not a union
+    for raw in raw_options:
+        name, value = _option(profile, raw)
+        options[name] = value
+    profile = replace(profile, **options) if options else profile
     # A proxy serving a Kimi model translates history ids to functions.{name}:{k}; replaying
     # the upstream's own shape keeps the replay recognisable behind such a proxy. A fresh-id
-    # profile keeps its random ids: a Kimi-shaped id could be one the history holds.
+    # profile keeps its random ids: a Kimi-shaped id could be one the history holds. After the
+    # options, since `replay` and `replay_id` may be among them.
     fresh = profile.replay_id is ReplayId.FRESH
     if profile.replay is not Replay.NONE and not fresh and "kimi" in model.lower():
         restarted = profile.replay_id is ReplayId.RESTARTED
         style = IdStyle.KIMI_RESPONSE if restarted else IdStyle.KIMI_HISTORY
         profile = replace(profile, id_style=style)
-    options: dict[str, Any] = {}  # Any: `replace` checks each field's type, not a union
-    for raw in raw_options:
-        name, sep, value = (part.strip() for part in raw.partition("="))
-        if not sep or name not in OPTIONS:
-            raise ValueError(f"unknown simulator option {raw!r}; known: {', '.join(OPTIONS)}")
-        kind = type(getattr(profile, name))
-        try:
-            number = kind(value)
-        except ValueError:
-            raise ValueError(f"simulator option {name}={value!r} is not a number") from None
-        if number < 0:
-            raise ValueError(f"simulator option {name} must not be negative")
-        options[name] = number
-    return replace(profile, **options) if options else profile
+    return profile
+
+
+def _option(profile: Profile, raw: str) -> tuple[str, Any]:
+    """One `key=value` option as (field, value): a non-negative number, or an enum's value."""
+    name, sep, value = (part.strip() for part in raw.partition("="))
+    if not sep or name not in OPTIONS:
+        raise ValueError(f"unknown simulator option {raw!r}; known: {', '.join(OPTIONS)}")
+    kind = type(getattr(profile, name))
+    if issubclass(kind, Enum):
+        known = [member.value for member in kind]
+        if value not in known:
+            raise ValueError(f"simulator option {name}={value!r} is not one of {known}")
+        return name, kind(value)
+    try:
+        number = kind(value)
+    except ValueError:
+        raise ValueError(f"simulator option {name}={value!r} is not a number") from None
+    if number < 0:
+        raise ValueError(f"simulator option {name} must not be negative")
+    return name, number
 
 
 # --- the scripted agent model ---------------------------------------------------------------

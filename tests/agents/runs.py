@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from proxy.config.load import Route, Settings
+from proxy.config.load import Route, Settings, settings_from_argv
 from proxy.server.app import create_app
 from proxy.simulator import SimulatorLog, create_simulator_app
 from tests.agents.agents import JSON, WRITTEN, Agent, Scratch
@@ -77,14 +77,19 @@ CELLS = (
 )
 
 
-RunKey = tuple[str, Cell, str]  # agent, cell, route (direct | proxy)
+RunKey = tuple[str, Cell, str]  # agent, cell, route (direct | proxy | bridge)
+# Routes through the proxy: `proxy` sends each client's request upstream in the client's own
+# API; `bridge` is the proxy started with `--upstream-api chat_completions` (SPEC §9), serving
+# Anthropic Messages and Responses clients over the upstream's Chat Completions.
+PROXIED = ("proxy", "bridge")
+ROUTES = ("direct", *PROXIED)
 
 
 @dataclass
 class Run:
     agent: str
     cell: Cell
-    route: str  # direct | proxy
+    route: str  # direct | proxy | bridge
     returncode: int | None  # None: killed (still looping, or at the deadline)
     seconds: float
     output: str = field(repr=False)  # stdout and stderr
@@ -94,6 +99,8 @@ class Run:
     breaker_trips: int | None = None  # proxy only: replay loops the proxy stopped
     repeats: dict[str, int] | None = None  # proxy only: SPEC §10's actions (note, blocked, ...)
     guard_halted: bool = False  # the agent's own loop guard ended the run
+    # The path of every request the upstream got (`/v1/chat/completions`, `/v1/messages`).
+    paths: list[str] = field(default_factory=list, repr=False)
 
     @property
     def finished(self) -> bool:
@@ -174,16 +181,17 @@ def run_agent(agent: Agent, cell: Cell, route: str, root: Path) -> Run:
     with ExitStack() as stack:
         sim = stack.enter_context(serving(create_simulator_app(log)))
         server = sim
-        if route == "proxy":
-            upstream = Route(name="default", upstream=sim.url + "/v1")
-            server = stack.enter_context(serving(create_app(Settings(routes=(upstream,)))))
+        if route in PROXIED:
+            server = stack.enter_context(serving(create_app(_proxy_settings(route, sim.url))))
         round2 = None if cell.round2 is None else (cell.round2[0], json.loads(cell.round2[1]))
         call = agent.invocation(scratch, server.url, cell.model, round2)
         returncode, seconds, output = _execute(
             call.argv, call.env, call.stdin, scratch, lambda: len(log.requests) >= LOOPING_REQUESTS
         )
-        metrics = httpx.get(server.url + "/metrics", timeout=10).text if route == "proxy" else ""
+        proxied = route in PROXIED
+        metrics = httpx.get(server.url + "/metrics", timeout=10).text if proxied else ""
         requests = list(log.requests)
+        paths = list(log.paths)
     wrote = scratch.out.exists() and scratch.out.read_text() == WRITTEN
     guarded = agent.own_guard is not None and agent.own_guard in output
     return Run(
@@ -196,10 +204,20 @@ def run_agent(agent: Agent, cell: Cell, route: str, root: Path) -> Run:
         _runs(scratch),
         wrote,
         requests,
-        breaker_trips=_breaker_trips(metrics) if route == "proxy" else None,
-        repeats=_repeats(metrics) if route == "proxy" else None,
+        breaker_trips=_breaker_trips(metrics) if proxied else None,
+        repeats=_repeats(metrics) if proxied else None,
         guard_halted=guarded,
+        paths=paths,
     )
+
+
+def _proxy_settings(route: str, sim_url: str) -> Settings:
+    """The proxy's settings for a route: `bridge` as `serve --upstream-api chat_completions`
+    resolves them (the flag users give)."""
+    if route == "bridge":
+        argv = ["--upstream", sim_url + "/v1", "--upstream-api", "chat_completions"]
+        return settings_from_argv(argv)
+    return Settings(routes=(Route(name="default", upstream=sim_url + "/v1"),))
 
 
 def _runs(scratch: Scratch) -> int:
@@ -261,29 +279,27 @@ def _profile(cell: Cell) -> str:
 
 
 def table(runs: list[Run], versions: dict[str, str]) -> str:
-    """The matrix as Markdown: agent x mode x replay id, direct vs proxy."""
+    """The matrix as Markdown: agent x mode x replay id, direct vs proxy (and vs the bridged
+    proxy, when a run took that route)."""
     by_key = {(r.agent, r.cell, r.route): r for r in runs}
     cells = [*CELLS, *dict.fromkeys(r.cell for r in runs if r.cell not in CELLS)]
+    routes = [route for route in ROUTES if route != "bridge" or any(r.route == route for r in runs)]
+    heads = [f"{route}: {what}" for route in routes for what in ("runs", "ended")]
     lines = [
-        "| agent | mode | replay id | direct: runs | direct: ended | proxy: runs | proxy: ended |",
-        "|---|---|---|---|---|---|---|",
+        "| " + " | ".join(["agent", "mode", "replay id", *heads]) + " |",
+        "|" + "---|" * (3 + len(heads)),
     ]
     for agent, version in versions.items():
         for cell in cells:
-            direct, proxied = (
-                by_key.get((agent, cell, "direct")),
-                by_key.get((agent, cell, "proxy")),
-            )
-            if direct is None and proxied is None:
+            taken = [by_key.get((agent, cell, route)) for route in routes]
+            if all(run is None for run in taken):
                 continue
             cols = [
                 f"{agent} {version}",
                 cell.mode if cell in CELLS else f"{cell.mode} ({_profile(cell)})",
                 cell.replay_id,
-                str(direct.runs) if direct else "",
-                direct.ended if direct else "",
-                str(proxied.runs) if proxied else "",
-                proxied.ended if proxied else "",
             ]
+            for run in taken:
+                cols += [str(run.runs), run.ended] if run else ["", ""]
             lines.append("| " + " | ".join(cols) + " |")
     return "\n".join(lines)
