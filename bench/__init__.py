@@ -15,4 +15,11 @@ machine noise lands on both sides alike, and reports what the proxy adds:
   (`variant` serves it so), for the uvicorn floor (`floor`: an app that answers itself) and
   for nginx when it is installed;
 - `procs` starts and stops the processes, `report` prints the table and writes the JSON.
+
+`python -m bench.capacity` (also in `make bench`) measures how many concurrent, paced agent
+streams one proxy process carries: `paced_upstream` serves the three APIs at a model's pace
+with stamped deltas (`paced_wire`), `capacity_load` opens the streams from its own process,
+`capacity_stats` turns the stamps into added delay and the capacity, `proctree` reads CPU and
+RSS. `anthropic_core`, `responses_core` and `bridge_core` count instructions per stream in the
+sans-IO cores under callgrind.
 """
