@@ -17,12 +17,16 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
 COPY pyproject.toml setup.py README.md ./
+COPY tools/backend ./tools/backend
 COPY proxy ./proxy
-# The scan is optional for a plain install (pure Python serves without it); the image insists.
-RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
+# The release build: mypyc compiles setup.py's COMPILED modules (opt-in, as `make wheel` does).
+# The scan is optional for a plain install (pure Python serves without it); the image insists
+# on it and on the compiled cores.
+RUN TOOLCALL_PROXY_COMPILE=1 python -m pip wheel --no-deps --wheel-dir /wheels . \
     && python -c "import glob, zipfile; \
 names = zipfile.ZipFile(glob.glob('/wheels/toolcall_proxy-*.whl')[0]).namelist(); \
-assert any('_sse_scan' in n for n in names), 'the C scan did not compile'"
+assert any('_sse_scan' in n for n in names), 'the C scan did not compile'; \
+assert any('stream.cpython' in n for n in names), 'mypyc did not compile the cores'"
 
 # -- runtime: a clean virtualenv with the wheel and its runtime dependencies, nothing else.
 # The wheel is installed by its path, so a package of the same name on the index never wins;

@@ -4,19 +4,21 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: run test lint typecheck unit agents bench soak fuzz clean
+.PHONY: run test lint typecheck unit agents bench soak fuzz clean wheel wheel-test
 
 $(BIN)/python:
 	@echo "Creating $(VENV) and installing toolcall-proxy into it (the first time only)" >&2
 	@$(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --upgrade pip
 
-# The sources the editable install compiles in place (a change must rebuild them): the C
-# parts and the modules mypyc compiles (setup.py's COMPILED list, one quoted path a line).
+# The C parts every install builds (seconds). The modules mypyc compiles (setup.py's COMPILED
+# list, one quoted path a line) are compiled only when asked for: `make wheel` and the Docker
+# image build with TOOLCALL_PROXY_COMPILE=1; `make run` and `make test` run them as Python.
 COMPILED := $(shell sed -n 's/^    "\(proxy\/.*\.py\)",$$/\1/p' setup.py)
-NATIVE := proxy/chat/_sse_scan.c proxy/upstream/_chunked.c $(COMPILED)
-# Each install compiles all of them again; a module taken off the list must not leave its
-# compiled file behind (Python would import it before the source).
+NATIVE := proxy/chat/_sse_scan.c proxy/upstream/_chunked.c
+COMPILE := TOOLCALL_PROXY_COMPILE=1
+# Each install builds its parts again; a compiled file left by an earlier compiled install
+# must not stay behind (Python would import it before the edited source).
 CLEAN_COMPILED := find proxy -name '*.so' -delete
 
 # A first install says nothing unless it fails. setuptools reports how an editable install is
@@ -24,16 +26,19 @@ CLEAN_COMPILED := find proxy -name '*.so' -delete
 # information only, so it is filtered for the install commands alone.
 QUIET_BUILD := PYTHONWARNINGS="ignore:Editable installation"
 
-# Runtime dependencies only (what `make run` needs).
+# Runtime dependencies only (what `make run` needs). A compiled install (`make bench`) is
+# replaced by a plain one.
 $(VENV)/.runtime: pyproject.toml setup.py $(NATIVE) | $(BIN)/python
 	@$(CLEAN_COMPILED)
 	@$(QUIET_BUILD) $(BIN)/python -m pip install -q -e .
+	@rm -f $(VENV)/.bench
 	@touch $@
 
 # Runtime plus the dev extra (linters, test runners, client SDKs).
 $(VENV)/.dev: pyproject.toml setup.py $(NATIVE) | $(BIN)/python
 	@$(CLEAN_COMPILED)
 	@$(QUIET_BUILD) $(BIN)/python -m pip install -q -e '.[dev]'
+	@rm -f $(VENV)/.bench
 	@touch $(VENV)/.runtime $@
 
 # The server replaces the recipe's shell (exec), so Ctrl-C reaches it directly; it drains and
@@ -62,7 +67,7 @@ $(NODE_CLIENTS)/node_modules/.installed: $(NODE_CLIENTS)/package.json $(NODE_CLI
 	touch $@
 
 unit: $(VENV)/.dev $(NODE_CLIENTS)/node_modules/.installed
-	$(BIN)/pytest --ignore=tests/agents $(PYTEST_ARGS)
+	$(BIN)/pytest --ignore=tests/agents --ignore=tests/wheel $(PYTEST_ARGS)
 
 test: lint typecheck unit
 
@@ -78,8 +83,30 @@ $(AGENT_CLIS)/node_modules/.installed: $(AGENT_CLIS)/package.json $(AGENT_CLIS)/
 agents: $(VENV)/.dev $(AGENT_CLIS)/node_modules/.installed
 	$(BIN)/pytest tests/agents $(PYTEST_ARGS)
 
+# The release build: the wheel with mypyc's compiled modules (what the Docker image installs).
+wheel: dist/.built
+dist/.built: pyproject.toml setup.py $(NATIVE) $(COMPILED) tools/backend/toolcall_build.py | $(BIN)/python
+	@rm -rf dist
+	$(COMPILE) $(BIN)/python -m pip wheel -q --no-deps --wheel-dir dist .
+	@touch $@
+
+# The compiled wheel installed in a virtualenv of its own (with the dev extra), and the
+# end-to-end tests run against it (tests/wheel checks every listed module arrived compiled):
+# `--import-mode=append` and PYTHONSAFEPATH make `proxy` the installed wheel's, not the tree's.
+WHEEL_VENV := .venv-wheel
+# What `make run` does from a source tree is `make test`'s to prove, not the wheel's.
+TREE_ONLY := tests/e2e/test_cli_serve.py::test_make_run_serves_the_builtin_provider \
+	tests/e2e/test_first_hour.py::test_fresh_clone_make_run_is_quiet_serves_and_stops_cleanly_on_ctrl_c
+wheel-test: dist/.built
+	@rm -rf $(WHEEL_VENV)
+	@$(PYTHON) -m venv $(WHEEL_VENV)
+	@$(WHEEL_VENV)/bin/python -m pip install -q --upgrade pip
+	$(WHEEL_VENV)/bin/python -m pip install -q "$$(ls dist/toolcall_proxy-*.whl)[dev]"
+	PYTHONSAFEPATH=1 $(WHEEL_VENV)/bin/pytest --import-mode=append -p no:cacheprovider \
+		$(foreach test,$(TREE_ONLY),--deselect $(test)) tests/wheel tests/e2e $(PYTEST_ARGS)
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(WHEEL_VENV) dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
 # The benchmark: direct vs proxied, interleaved; a table on stdout, bench/results/latest.json.
 # wrk drives the throughput phase and nginx is the reference proxy (both installed with apt
@@ -87,8 +114,15 @@ clean:
 # so); granian, the other ASGI server measured, comes with the bench extra.
 # BENCH_ARGS: e.g. `--runs 3` (the median of three runs of the latency phase), `--quick`.
 BENCH_ARGS ?= --runs 3
-$(VENV)/.bench: $(VENV)/.dev
-	@$(QUIET_BUILD) $(BIN)/python -m pip install -q -e '.[dev,bench]'
+# Then the capacity: concurrent streams paced like a model (30 deltas/s, a Kimi-id call at the
+# end) on each API, stepped up on one proxy process, on two workers and on nginx (bench/capacity.py).
+CAPACITY_ARGS ?=
+# The bench measures what users run, the compiled build: it compiles in place (about three
+# minutes on two cores), and the next `make run` or `make test` installs the plain tree again.
+$(VENV)/.bench: pyproject.toml setup.py $(NATIVE) $(COMPILED) | $(BIN)/python
+	@$(CLEAN_COMPILED)
+	@$(QUIET_BUILD) $(COMPILE) $(BIN)/python -m pip install -q -e '.[dev,bench]'
+	@rm -f $(VENV)/.runtime $(VENV)/.dev
 	@touch $@
 
 bench: $(VENV)/.bench
@@ -96,6 +130,7 @@ bench: $(VENV)/.bench
 		|| (apt-get update && apt-get install -y wrk nginx) \
 		|| echo "wrk or nginx could not be installed: see the table's notes"
 	$(BIN)/python -m bench $(BENCH_ARGS)
+	$(BIN)/python -m bench.capacity $(CAPACITY_ARGS)
 
 # The soak: simulator and proxy as separate processes on loopback, a bounded mixed load of
 # quirky and faulty streams (SOAK_SECONDS, default 120; SOAK_CONCURRENCY, default 200), every

@@ -6,8 +6,9 @@
 - The sans-IO cores, compiled from their own Python source by mypyc (`COMPILED` below): the
   same code, type-checked, as C. On the stream agents get from a Kimi-like upstream this takes
   about a fifth of the proxy's instructions away (docs/performance.md, "Instructions per request"), with no
-  second implementation to keep in step. `TOOLCALL_PROXY_PURE_PYTHON=1` at install time
-  builds without it (the modules then run as Python, as they do where mypyc is missing).
+  second implementation to keep in step. Opt-in, as black and mypy ship theirs:
+  `TOOLCALL_PROXY_COMPILE=1` at build time (`make wheel`, the Docker image); every other
+  install, editable ones included, runs them as Python and builds in seconds.
 
 Everything else about the package is in pyproject.toml. The extensions are declared here
 because setuptools' pyproject table for extensions is still experimental and warns on every
@@ -62,6 +63,9 @@ COMPILED = [
     "proxy/chat/history.py",
     "proxy/chat/lane.py",
     "proxy/chat/message.py",
+    "proxy/chat/round_events.py",
+    "proxy/chat/routing.py",
+    "proxy/chat/slot.py",
     "proxy/chat/stream.py",
     "proxy/anthropic/exchange.py",
     "proxy/responses/exchange.py",
@@ -92,10 +96,12 @@ COMPILED = [
     "proxy/server/exchange_handler.py",
     "proxy/server/forwarding.py",
     "proxy/server/http_protocol.py",
+    "proxy/server/response_head.py",
     "proxy/ops/observability.py",
     "proxy/server/progress.py",
     "proxy/config/settings.py",
     "proxy/upstream/transport.py",
+    "proxy/upstream/read_wait.py",
     "proxy/upstream/client.py",
     "proxy/upstream/call.py",
 ]
@@ -115,12 +121,11 @@ _MYPYC_FLAGS = [
 
 
 def _compiled_modules() -> list[Extension]:
-    if os.environ.get("TOOLCALL_PROXY_PURE_PYTHON"):
+    # Opt-in (tools/backend/toolcall_build.py, which brings mypyc's build requirements then): a
+    # plain or editable install runs these modules as Python, and a source edit is live.
+    if os.environ.get("TOOLCALL_PROXY_COMPILE", "") != "1":
         return []
-    try:
-        from mypyc.build import mypycify
-    except ImportError:  # a build without mypyc (pyproject's build requirements bring it)
-        return []
+    from mypyc.build import mypycify  # a compiled build that cannot compile fails, loudly
     # One shared library inside the package (not a top-level module of a hashed name).
     return list(mypycify([*_MYPYC_FLAGS, *COMPILED], group_name="proxy._compiled"))
 

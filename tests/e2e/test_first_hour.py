@@ -24,7 +24,7 @@ from tests.ops.helpers import ServeProcess, clean_env, copy_sources, simulator
 from tests.servers import free_port
 
 # What a clone holds that `make run` needs (tests, benchmarks and the rest are not used).
-CLONE = ("Makefile", "pyproject.toml", "setup.py", "README.md", "proxy")
+CLONE = ("Makefile", "pyproject.toml", "setup.py", "README.md", "proxy", "tools/backend")
 # What the first install printed before it was made quiet.
 INSTALL_NOISE = ("setuptools", "experimental", "Editable installation", "BuildBackendWarning", "!!")
 SECRET = "sk-startup-line-secret-0123456789"

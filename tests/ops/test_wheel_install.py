@@ -1,7 +1,8 @@
 """The Dockerfile's install steps, for real, without a Docker engine.
 
-One test, about four minutes (compiling the mypyc modules is most of it): copy what the
-Dockerfile's build stage copies, build the wheel with the same command, install it by its
+One test, about four minutes (compiling the mypyc modules, which the image's build opts in to,
+is most of it): copy what the Dockerfile's build stage copies, build the wheel with the same
+command and variables, install it by its
 path into a fresh virtualenv without pip of its own (its dependencies come from the package
 index, as in the image), then run the installed `toolcall-proxy serve`, configured only by
 environment like the image, from a directory where the source tree cannot be imported. The
@@ -48,6 +49,19 @@ def _build_stage_copies() -> list[str]:
     return sources
 
 
+def _build_command(wheels: Path) -> tuple[dict[str, str], list[str]]:
+    """The build stage's wheel command as it is written (its variables, such as the opt-in
+    compile, included), with this interpreter and `wheels` for the image's paths."""
+    pairs = dockerfile_instructions()
+    froms = [i for i, (word, _) in enumerate(pairs) if word == "FROM"]
+    [run] = [a for word, a in pairs[froms[0] : froms[1]] if word == "RUN" and "pip wheel" in a]
+    words = shlex.split(run.split("&&")[0])
+    variables = dict(word.split("=", 1) for word in words if "=" in word and "/" not in word)
+    command = [word for word in words if word not in {f"{k}={v}" for k, v in variables.items()}]
+    assert command[0] == "python", command
+    return variables, [sys.executable, *(str(wheels) if w == "/wheels" else w for w in command[1:])]
+
+
 def _healthcheck() -> list[str]:
     args = next(a for word, a in dockerfile_instructions() if word == "HEALTHCHECK")
     command = json.loads(args[args.index("CMD") + 3 :].strip())
@@ -77,10 +91,12 @@ def test_wheel_installs_into_a_clean_venv_and_serves(tmp_path: Path) -> None:
     assert "proxy" in sources and "pyproject.toml" in sources
     copy_sources(sources, context)
     wheels = tmp_path / "wheels"
+    variables, command = _build_command(wheels)
+    assert variables.get("TOOLCALL_PROXY_COMPILE") == "1", "the image is the compiled build"
     built = _run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(wheels), "."],
+        command,
         cwd=context,
-        env=env,
+        env={**env, **variables},
         # A guard against a hung build, not a budget: the compile takes about three minutes
         # on two cores and more on a busy machine.
         timeout=900,
@@ -106,19 +122,21 @@ def test_wheel_installs_into_a_clean_venv_and_serves(tmp_path: Path) -> None:
         [
             str(python),
             "-c",
-            "import importlib.util as u, proxy, proxy.chat.sse_scan as s; print(proxy.__file__); "
+            "import importlib.util as u, proxy, proxy.chat.sse_scan as s, proxy.chat.stream as c; "
+            "print(proxy.__file__); "
             "print(*(m for m in ('pytest', 'ruff', 'mypy', 'pip') if u.find_spec(m))); "
-            "print(s.native_scan is not None)",
+            "print(s.native_scan is not None); print(c.__file__.endswith('.so'))",
         ],
         cwd=workdir,
         env=env,
         timeout=60,
     )
     assert probe.returncode == 0, probe.stderr
-    location, dev_modules, native = probe.stdout.splitlines()
+    location, dev_modules, native, compiled = probe.stdout.splitlines()
     assert Path(location).is_relative_to(venv), "imported from the venv, not the source tree"
     assert dev_modules == "", "only runtime dependencies in the image's virtualenv"
     assert native == "True", "the wheel carries the compiled hot-path scan"
+    assert compiled == "True", "the image's wheel runs the mypyc-compiled cores"
 
     # Run it as the image does: configuration by environment only.
     port = _free_port()
