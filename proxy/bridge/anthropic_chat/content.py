@@ -143,7 +143,16 @@ def tool_result_messages(
 
 
 def _result_id(result: dict[str, Any]) -> str:
-    return chat_tool_id(str(result.get("tool_use_id", "")))
+    return chat_tool_id(_tool_id(result, "tool_use_id", "tool_result"))
+
+
+def _tool_id(block: dict[str, Any], key: str, kind: str) -> str:
+    """A `tool_use` block's `id` or a `tool_result`'s `tool_use_id`: Anthropic requires a
+    string, and a Chat upstream pairs a call with its answer by it."""
+    tool_id = block.get(key)
+    if not isinstance(tool_id, str) or not tool_id:
+        raise ClientRequestError(f"every {kind} block needs an `{key}` string")
+    return tool_id
 
 
 def _tool_result_content(content: object, dropped: Dropped) -> tuple[str, list[Part]]:
@@ -219,7 +228,7 @@ def _tool_call(block: dict[str, Any]) -> dict[str, Any]:
     arguments = block.get("input")
     text = arguments if isinstance(arguments, str) else dumps(arguments or {}).decode()
     return {
-        "id": chat_tool_id(str(block.get("id", ""))),
+        "id": chat_tool_id(_tool_id(block, "id", "tool_use")),
         "type": "function",
         "function": {"name": str(block.get("name", "")), "arguments": text},
     }

@@ -11,6 +11,9 @@ Field by field, and nothing left out silently: whatever has no Chat form is name
 - `tool_choice`, `disable_parallel_tool_use`, `max_tokens`, `temperature`, `top_p`,
   `stop_sequences`, `metadata.user_id`, `stream` (+ `stream_options.include_usage`, so usage
   can be reported) map; `top_k`, `thinking`, `cache_control`, beta fields do not.
+- a `tool_use` without its `tool_result` in the next message, or a result without its call
+  (or an id that is no string), is a 400 as Anthropic itself answers it: a Chat upstream
+  cannot read such a history (`proxy.bridge.pairing`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from proxy.bridge.anthropic_chat.content import (
     user_turn,
 )
 from proxy.bridge.anthropic_chat.dropped import Dropped
+from proxy.bridge.anthropic_chat.ids import client_tool_id
+from proxy.bridge.names import safe_names, shown
+from proxy.bridge.pairing import UNANSWERED, first_unpaired
 from proxy.core.errors import ClientRequestError
 
 # Top-level fields copied under the same name.
@@ -43,6 +49,7 @@ def messages_to_chat(body: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, .
     dropped = Dropped()
     chat: dict[str, Any] = {"model": body.get("model")}
     chat["messages"] = _system(body.get("system"), dropped) + _messages(body, dropped)
+    _refuse_unpaired(chat["messages"])
     _tools(body, chat, dropped)
     for key in _SAME:
         if body.get(key) is not None:
@@ -54,7 +61,7 @@ def messages_to_chat(body: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, .
     for key in body:
         if key not in _MAPPED and key not in _SAME:
             dropped.add(key)  # top_k, thinking, context_management, output_config, ...
-    return chat, dropped.names()
+    return chat, safe_names(dropped.names())
 
 
 def _system(system: object, dropped: Dropped) -> list[Message]:
@@ -74,17 +81,40 @@ def _messages(body: dict[str, Any], dropped: Dropped) -> list[Message]:
         if not isinstance(message, dict):
             raise ClientRequestError("every message must be an object")
         role = message.get("role")
+        if role not in ("user", "assistant", "system"):
+            raise ClientRequestError(f"unknown message role {shown(role)}")
         blocks = blocks_of(message.get("content"), str(role))
         if role == "user":
             out.extend(user_turn(blocks, call_order, dropped))
         elif role == "assistant":
             assistant, call_order = assistant_turn(blocks, dropped)
             out.append(assistant)
-        elif role == "system":  # kept in place, never hoisted (its position means something)
+        else:  # a system message: kept in place, never hoisted (its position means something)
             out.append({"role": "system", "content": text_of_blocks(blocks, dropped, "system")})
-        else:
-            raise ClientRequestError(f"unknown message role {role!r}")
     return out
+
+
+def _refuse_unpaired(messages: list[Message]) -> None:
+    """What Anthropic itself refuses (in its words), and a Chat upstream cannot read: a
+    `tool_use` without its `tool_result` in the next message, or a result without its call
+    (`proxy.bridge.pairing`)."""
+    unpaired = first_unpaired(messages)
+    if unpaired is None:
+        return
+    tool_id = shown(client_tool_id(unpaired.call_id))
+    if unpaired.kind == UNANSWERED:
+        message = (
+            f"`tool_use` ids were found without `tool_result` blocks immediately after: "
+            f"{tool_id}. Each `tool_use` block must have a corresponding `tool_result` block "
+            "in the next message."
+        )
+    else:
+        message = (
+            f"unexpected `tool_use_id` found in `tool_result` blocks: {tool_id}. Each "
+            "`tool_result` block must have a corresponding `tool_use` block in the previous "
+            "message."
+        )
+    raise ClientRequestError(message)
 
 
 def _tools(body: dict[str, Any], chat: dict[str, Any], dropped: Dropped) -> None:

@@ -24,6 +24,7 @@ from proxy.anthropic.wire import encode, error_event
 from proxy.bridge.anthropic_chat.blocks import TEXT, THINKING, TOOL, Block, BlockQueue
 from proxy.bridge.anthropic_chat.ids import client_tool_id
 from proxy.bridge.anthropic_chat.mapping import anthropic_usage, stop_reason
+from proxy.bridge.utf8 import utf8_safe
 from proxy.core.errors import ProxyError, ReplayLoopDetected
 from proxy.core.sse import SSEDecoder, SSEEvent
 
@@ -95,7 +96,8 @@ class ChatToAnthropicStream:
         if event.data is None:
             comments = [line for line in event.other if line[:1] == b":"]
             if comments:
-                self._blocks.out.append(b"".join(line + b"\n" for line in comments) + b"\n")
+                text = b"".join(line + b"\n" for line in comments) + b"\n"
+                self._blocks.out.append(utf8_safe(text))
             return
         if event.is_done:
             self._finish()

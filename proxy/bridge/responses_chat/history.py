@@ -21,6 +21,7 @@ from typing import Any
 from proxy.bridge.responses_chat.content import chat_content, text_of, tool_output
 from proxy.bridge.responses_chat.reasoning import unseal
 from proxy.bridge.responses_chat.tools import ToolTable
+from proxy.core.errors import ClientRequestError
 from proxy.core.jsontext import dumps
 
 MODEL_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call"})
@@ -89,7 +90,7 @@ class HistoryBuilder:
             raw = item.get("arguments")
             arguments = raw if isinstance(raw, str) else dumps(raw or {}).decode()
         call = {
-            "id": item.get("call_id"),
+            "id": _call_id(kind, item),
             "type": "function",
             "function": {
                 "name": self.table.chat_name_of(str(name), item.get("namespace")),
@@ -100,12 +101,10 @@ class HistoryBuilder:
 
     def _output(self, item: dict[str, Any]) -> None:
         self._close_turn()
-        call_id = item.get("call_id")
+        call_id = _call_id(str(item.get("type")), item)
         text, media = tool_output(item.get("output"), self.dropped)
-        position = LATE
-        if isinstance(call_id, str):
-            position = self._call_order.get(call_id, LATE)
-            self._awaiting.discard(call_id)
+        position = self._call_order.get(call_id, LATE)
+        self._awaiting.discard(call_id)
         message = {"role": "tool", "tool_call_id": call_id, "content": text}
         self._outputs.append((position, len(self._outputs), message))
         if media:
@@ -143,6 +142,17 @@ class HistoryBuilder:
         self._outputs = []
         self._after = []
         self._awaiting = set()
+
+
+def _call_id(kind: str, item: dict[str, Any]) -> str:
+    """A call's or an output's `call_id`: Responses requires a string, and a Chat upstream
+    pairs a call with its answer by it."""
+    call_id = item.get("call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise ClientRequestError(
+            f"every {kind} item needs a `call_id` string", code="invalid_call_id"
+        )
+    return call_id
 
 
 def _order(entry: tuple[int, int, dict[str, Any]]) -> tuple[int, int]:

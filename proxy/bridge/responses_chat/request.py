@@ -13,13 +13,18 @@ or is left out and named in `dropped` (the shell reports it in the response head
 - `store: true` is served (nothing is stored either way); `include:
   ["reasoning.encrypted_content"]` is what the bridge always does;
 - `previous_response_id`, `conversation`, `item_reference` items and `background: true`
-  need stored responses: a 400 that says to send the whole history with `store: false`.
+  need stored responses: a 400 that says to send the whole history with `store: false`;
+- a call without its output, or an output without its call (or a `call_id` that is no
+  string), is a 400 as Responses itself answers it: a Chat upstream cannot read such a
+  history (`proxy.bridge.pairing`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from proxy.bridge.names import safe_names, shown
+from proxy.bridge.pairing import UNANSWERED, first_unpaired
 from proxy.bridge.responses_chat.history import HistoryBuilder
 from proxy.bridge.responses_chat.tools import ToolTable, map_tool_choice, map_tools
 from proxy.core.errors import ClientRequestError
@@ -43,7 +48,7 @@ def responses_to_chat(body: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
     chat["messages"] = _messages(body, mapped.table, dropped)
     if mapped.tools:
         chat["tools"] = mapped.tools
-        choice, unsaid = map_tool_choice(body.get("tool_choice"), mapped.table)
+        choice, unsaid = map_tool_choice(body.get("tool_choice"), mapped.table, mapped.names)
         dropped += unsaid
         if choice is not None:
             chat["tool_choice"] = choice
@@ -60,7 +65,7 @@ def responses_to_chat(body: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
         chat["stream"] = True
         chat["stream_options"] = {"include_usage": True}
     dropped += _unmapped(body)
-    return chat, tuple(dict.fromkeys(dropped))
+    return chat, safe_names(dropped)
 
 
 def _refuse_stateful(body: dict[str, Any]) -> None:
@@ -104,7 +109,26 @@ def _messages(body: dict[str, Any], table: ToolTable, dropped: list[str]) -> lis
         )
     messages = builder.finish()
     dropped += builder.dropped
+    _refuse_unpaired(messages)
     return messages
+
+
+def _refuse_unpaired(messages: list[dict[str, Any]]) -> None:
+    """A call without its output, or an output without its call, is what Responses itself
+    refuses (in these words), and a Chat upstream cannot read (`proxy.bridge.pairing`)."""
+    unpaired = first_unpaired(messages)
+    if unpaired is None:
+        return
+    if unpaired.kind == UNANSWERED:
+        message = f"No tool output found for function call {shown(unpaired.call_id)}."
+    else:
+        message = (
+            f"No tool call found for function call output with call_id {shown(unpaired.call_id)}."
+        )
+    raise ClientRequestError(
+        message + " Every call in `input` needs its output right after the call's turn.",
+        code="invalid_tool_output",
+    )
 
 
 def _reasoning(reasoning: object, chat: dict[str, Any], dropped: list[str]) -> None:
@@ -151,7 +175,7 @@ def _unmapped(body: dict[str, Any]) -> list[str]:
         if key in handled or key in SAME_NAME or value is None:
             continue
         if key == "include":
-            out += [f"include:{v}" for v in _list(value) if v not in HONOURED_INCLUDES]
+            out += [_include(v) for v in _list(value) if v not in HONOURED_INCLUDES]
         elif key == "background" or (key == "truncation" and value == "disabled"):
             continue  # false / the default: nothing asked for
         elif key == "stream_options":
@@ -162,4 +186,10 @@ def _unmapped(body: dict[str, Any]) -> list[str]:
 
 
 def _list(value: object) -> list[object]:
-    return value if isinstance(value, list) else [value]
+    """The values of `include` that can be named (a string each; anything else as one)."""
+    values = value if isinstance(value, list) else [value]
+    return [v if isinstance(v, str) else None for v in values]
+
+
+def _include(value: object) -> str:
+    return f"include:{value}" if isinstance(value, str) else "include"

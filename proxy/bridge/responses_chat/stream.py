@@ -40,6 +40,7 @@ from proxy.bridge.responses_chat.output import (
     text_part,
 )
 from proxy.bridge.responses_chat.tools import ClientTool
+from proxy.bridge.utf8 import utf8_safe
 from proxy.core.errors import ProxyError, ReplayLoopDetected
 from proxy.core.sse import SSEDecoder, SSEEvent
 from proxy.responses.carry import encode
@@ -132,7 +133,7 @@ class ResponsesStream:
         if event.data is None:
             comments = [line for line in event.other if line[:1] == b":"]
             if comments:
-                out.append(b"".join(line + b"\n" for line in comments) + b"\n")
+                out.append(utf8_safe(b"".join(line + b"\n" for line in comments) + b"\n"))
                 self.released = True
             return
         if event.is_done:
@@ -143,7 +144,7 @@ class ResponsesStream:
         except orjson.JSONDecodeError:
             chunk = None
         if not isinstance(chunk, dict):
-            out.append(b": " + event.data.replace(b"\n", b"\n: ") + b"\n\n")
+            out.append(utf8_safe(b": " + event.data.replace(b"\n", b"\n: ") + b"\n\n"))
             self.released = True
         elif isinstance(chunk.get("error"), dict):
             error = chunk["error"]

@@ -64,6 +64,11 @@ class MappedTools:
     table: ToolTable = field(default_factory=ToolTable)
     dropped: list[str] = field(default_factory=list)
 
+    @property
+    def names(self) -> frozenset[str]:
+        """The Chat function names offered upstream."""
+        return frozenset(tool["function"]["name"] for tool in self.tools)
+
 
 def map_tools(tools: object) -> MappedTools:
     out = MappedTools()
@@ -126,8 +131,12 @@ def _custom_description(tool: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
-def map_tool_choice(choice: object, table: ToolTable) -> tuple[object, list[str]]:
-    """Chat's `tool_choice` (None: leave it out) and what could not be said."""
+def map_tool_choice(
+    choice: object, table: ToolTable, offered: frozenset[str]
+) -> tuple[object, list[str]]:
+    """Chat's `tool_choice` (None: leave it out) and what could not be said. A named tool
+    that the upstream is not offered (a hosted tool left out, or none of the request's) has
+    no Chat form: upstreams refuse a `tool_choice` naming a function not in `tools`."""
     if choice is None:
         return None, []
     if choice in ("auto", "none", "required"):
@@ -137,6 +146,8 @@ def map_tool_choice(choice: object, table: ToolTable) -> tuple[object, list[str]
         name = choice.get("name")
         if kind in ("function", "custom") and isinstance(name, str):
             chat_name = table.chat_name_of(name, choice.get("namespace"))
+            if chat_name not in offered:
+                return None, ["tool_choice"]
             return {"type": "function", "function": {"name": chat_name}}, []
         if kind == "allowed_tools":
             mode = choice.get("mode")
