@@ -1,4 +1,5 @@
-"""The Dockerfile's install steps, for real, without a Docker engine.
+"""The Dockerfile's install steps, for real, without a Docker engine (`make wheel-test` runs it:
+the image is the compiled build, which `make test`'s plain tree does not build).
 
 One test, about four minutes (compiling the mypyc modules, which the image's build opts in to,
 is most of it): copy what the Dockerfile's build stage copies, build the wheel with the same
