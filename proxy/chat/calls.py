@@ -2,10 +2,8 @@
 
 Rules (SPEC §4):
 - Calls are told apart by `(choice, index)`; the fallbacks for servers that number calls
-  otherwise are one small function each in `ChoiceCalls._route`: a missing index, an index no
-  call has, several calls at one index, a complete call's index reused.
-- A call is *open* until its arguments form a complete JSON value (`jsoncomplete`), decided
-  incrementally so that the work stays linear in the arguments' length.
+  otherwise are `CallRouter`'s (routing.py).
+- A call is *open* until its arguments form a complete JSON value (`CallSlot`, slot.py).
 - Each delivered call gets one header (id, type, name, the arguments so far), then bare
   argument fragments. The header waits only until its client id can be decided (SPEC §2): a
   raw id, or complete arguments, or the choice's end; a possible replay or in-response
@@ -14,168 +12,40 @@ Rules (SPEC §4):
 
 from __future__ import annotations
 
-from enum import Enum, auto
-from typing import Any, NamedTuple
+from typing import Any
 
-import orjson
-
-from proxy.core.decide import UNPARSED, ChoiceIds, ResponseIds, Verdict
+from proxy.chat.routing import CallRouter, ToolDelta
+from proxy.chat.slot import CLOSING, CallSlot, SlotState
+from proxy.core.decide import ChoiceIds, ResponseIds, Verdict
 from proxy.core.ids import normalize_raw_id
-from proxy.core.jsoncomplete import JsonCompleteness, Progress, is_complete_json
 from proxy.core.jsontext import dumps
 from proxy.core.notes import DeltaRepaired, IdRewritten, Note
 from proxy.core.textcalls import RecoveredCall
 
-
-class SlotState(Enum):
-    PENDING = auto()  # header not sent yet (id undecided, or held as a possible replay)
-    LIVE = auto()  # header sent; fragments are forwarded as they arrive
-    DROPPED = auto()  # duplicate or replay: the client never sees it
-
+__all__ = ["CallSlot", "ChoiceCalls", "SlotState", "ToolDelta", "merge_fragments"]
 
 # Enum members read through their class cost an EnumType.__getattr__ call each on Python
 # 3.11; these are read for every argument fragment.
 _PENDING = SlotState.PENDING
 _LIVE = SlotState.LIVE
 _DROPPED = SlotState.DROPPED
-_NEVER = Progress.NEVER
-_CLOSED = Progress.CLOSED
 _DELIVER = Verdict.DELIVER
-_CLOSING = ("}", "]")  # only after one of these can arguments have become complete
-_OPENING = ("{", "[")
-
-
-class CallSlot:
-    """One tool call as the upstream streams it."""
-
-    __slots__ = (
-        "_json",
-        "_length",
-        "_parts",
-        "_unscanned",
-        "client_index",
-        "complete",
-        "examined",
-        "name_",
-        "raw_id",
-        "state",
-        "value",
-        "waits",
-    )
-
-    def __init__(self) -> None:
-        self.raw_id: str | None = None
-        self.name_: str | None = None
-        self._parts: list[str] = []
-        self._length = 0
-        self._json = JsonCompleteness()
-        self._unscanned: list[str] = []  # fragments the completeness scan has not seen yet
-        self.complete = False
-        self.state = _PENDING
-        self.client_index = -1
-        # Its raw id may repeat an answered or an earlier call: it waits for complete
-        # arguments (needs_hold only ever turns true within a round, and the raw id of a
-        # call that has one never changes), so its fragments need not ask again.
-        self.waits = False
-        # Characters joined, compared or parsed for the arguments beyond the completeness
-        # scan's own count: with it, linear in the arguments' length (tests check it).
-        self.examined = 0
-        # What the arguments hold, from the parse that found them complete (the replay check
-        # compares it, not a second parse); UNPARSED until then and once they change.
-        self.value: object = UNPARSED
-
-    @property
-    def name(self) -> str:
-        return self.name_ or ""
-
-    @property
-    def work(self) -> int:
-        """Characters examined for this call's arguments so far, all steps together."""
-        return self.examined + self._json.examined
-
-    def arguments_text(self) -> str:
-        if len(self._parts) > 1:
-            self._parts = ["".join(self._parts)]
-            self.examined += self._length
-        return self._parts[0] if self._parts else ""
-
-    def set_arguments(self, text: str) -> None:
-        self._parts = [text]
-        self._length = len(text)
-        self.value = UNPARSED
-
-    def add_arguments(self, fragment: str) -> None:
-        if self.complete:  # what follows complete arguments is kept, not scanned
-            self._parts.append(fragment)
-            self._length += len(fragment)
-            self.value = UNPARSED  # they changed: parsed again when decided
-            return
-        self.add_open_fragment(fragment)
-        # Only after a closing bracket can the arguments have become complete: the scan
-        # catches up then, over the fragments it has not seen (each character once).
-        if self._json.state is _NEVER or fragment.rstrip()[-1:] not in _CLOSING:
-            return
-        pending = self._unscanned[0] if len(self._unscanned) == 1 else "".join(self._unscanned)
-        self._unscanned = []
-        if self._json.feed(pending) is _CLOSED:
-            text = self.arguments_text()
-            self.examined += len(text)
-            try:
-                self.value = orjson.loads(text)
-            except orjson.JSONDecodeError:
-                self._json.give_up()
-            else:
-                self.complete = True
-
-    def add_open_fragment(self, fragment: str) -> None:
-        """`add_arguments` without its completeness check, for a fragment of open arguments
-        that ends in no closing bracket (the caller has looked): it cannot complete them, so
-        the scan waits for a later one."""
-        self._parts.append(fragment)
-        self._length += len(fragment)
-        if self._json.state is not _NEVER:
-            self._unscanned.append(fragment)
-
-    @property
-    def flushes_close(self) -> bool:
-        """Would a final flush of its arguments end in a closing bracket? It would when they
-        begin (after JSON whitespace) with an opening one: a flush starts with them and is
-        complete JSON. With no arguments yet nothing is a flush (`is_flush`)."""
-        parts = self._parts
-        return not parts or parts[0].lstrip(" \t\n\r")[:1] in _OPENING
-
-    def is_flush(self, fragment: str) -> bool:
-        """SPEC §4: is `fragment`, after some arguments, on its own a complete JSON value that
-        starts with all of them (a server's final flush of the whole arguments)?"""
-        if not self._parts or len(fragment) < self._length:
-            return False  # cannot start with them: no need to look at either
-        self.examined += len(fragment)
-        return fragment.startswith(self.arguments_text()) and is_complete_json(fragment)
-
-
-class ToolDelta(NamedTuple):
-    """One element of `delta.tool_calls`, read leniently (a tuple: one is built per delta)."""
-
-    upstream_index: int | None
-    raw_id: str | None
-    name: str | None
-    fragment: str
-    position: int  # within its delta's `tool_calls`
 
 
 class ChoiceCalls:
     """Routes one choice's tool-call deltas to slots and emits them in OpenAI's shape."""
 
-    __slots__ = ("_by_index", "_last", "_notes", "_response", "ids", "index", "slots")
+    __slots__ = ("_by_index", "_notes", "_response", "_router", "ids", "index", "slots")
 
     def __init__(self, index: int, ids: ChoiceIds, response: ResponseIds, notes: list[Note]):
         self.index = index
         self.ids = ids
         self._response = response
         self._notes = notes
-        self.slots: list[CallSlot] = []
-        self._by_index: dict[int, CallSlot] = {}
-        self._last: CallSlot | None = None
+        self._router = CallRouter(notes)
+        # The router's own list and dict (it adds the calls): read here without a hop.
+        self.slots = self._router.slots
+        self._by_index = self._router.by_index
 
     def take(self, raw: object) -> list[dict[str, Any]]:
         """A delta's `tool_calls`: the deltas the client receives for them."""
@@ -217,7 +87,7 @@ class ChoiceCalls:
             or slot.complete
             or not slot.flushes_close
             or not fragment
-            or fragment.rstrip()[-1:] in _CLOSING
+            or fragment.rstrip()[-1:] in CLOSING
         ):
             return False
         slot.add_open_fragment(fragment)
@@ -232,7 +102,7 @@ class ChoiceCalls:
 
     def recovered(self, call: RecoveredCall, out: list[dict[str, Any]]) -> None:
         """A call recovered from markup in the text: complete from the start."""
-        slot = self._new_slot(None)
+        slot = self._router.new_slot(None)
         slot.raw_id = call.raw_id
         slot.name_ = call.name
         slot.add_arguments(call.arguments)
@@ -276,9 +146,9 @@ class ChoiceCalls:
 
     def _fragment_slot(self, item: object) -> CallSlot | None:
         """The open call `item` continues when it is a bare argument fragment (string
-        arguments, no id, no name) at an index a call has; else None. `_route` would pick
-        the same call: its fallbacks are for a missing or free index, an id or a name, or a
-        complete call's index reused, and `_read` would read the same fragment."""
+        arguments, no id, no name) at an index a call has; else None. `CallRouter.route`
+        would pick the same call: its fallbacks are for a missing or free index, an id or a
+        name, or a complete call's index reused, and `_read` would read the same fragment."""
         if type(item) is not dict or item.get("id") is not None:
             return None
         fn = item.get("function")
@@ -291,7 +161,7 @@ class ChoiceCalls:
         return slot if slot is not None and not slot.complete else None
 
     def _take_one(self, delta: ToolDelta, out: list[dict[str, Any]]) -> None:
-        slot = self._route(delta)
+        slot = self._router.route(delta)
         fragment = delta.fragment
         if fragment and slot.is_flush(fragment):
             fragment = self._flushed(slot, fragment)
@@ -330,76 +200,6 @@ class ChoiceCalls:
             self._note("repeated_fields")
         if delta.name is not None and slot.name_ is None:
             slot.name_ = delta.name
-
-    # -- which call a delta belongs to (SPEC §4) ---------------------------------------------
-
-    def _route(self, delta: ToolDelta) -> CallSlot:
-        index = delta.upstream_index
-        if index is None:
-            return self._without_index(delta)
-        slot = self._by_index.get(index)
-        if slot is None:
-            return self._at_free_index(delta, index)
-        return self._at_taken_index(delta, index, slot)
-
-    def _without_index(self, delta: ToolDelta) -> CallSlot:
-        """A nameless delta (the first of its `tool_calls`) continues the open call; a named
-        one, or a later one in the same delta, starts a call."""
-        self._note("missing_index")
-        last = self._last
-        if delta.name is None and delta.position == 0 and last is not None and not last.complete:
-            return last
-        return self._new_slot(None)
-
-    def _at_free_index(self, delta: ToolDelta, index: int) -> CallSlot:
-        """A bare delta at an index no call has continues the one open call: SGLang numbers a
-        call's first delta by its tool's position in the request's `tools`."""
-        if delta.raw_id is None and delta.name is None:
-            only = self._only_open()
-            if only is not None:
-                return self._remap(index, only)
-        return self._new_slot(index)
-
-    def _at_taken_index(self, delta: ToolDelta, index: int, slot: CallSlot) -> CallSlot:
-        if slot.complete and delta.raw_id is None and delta.name is None:
-            # A complete call is no longer open: a bare fragment (not a final flush; trailing
-            # whitespace after the JSON stays where it was) belongs to the one open call, since
-            # SGLang numbered that index by tool position and a later call reuses it.
-            only = self._only_open()
-            if only is not None and delta.fragment.strip() and not slot.is_flush(delta.fragment):
-                return self._remap(index, only)
-        if delta.name is not None and self._starts_parallel_call(delta, slot):
-            # Servers that put every parallel call at index 0.
-            self._note("parallel_calls_one_index")
-            return self._new_slot(index)
-        if delta.name is not None and slot.state is not _PENDING:
-            self._note("repeated_fields")
-        return slot
-
-    @staticmethod
-    def _starts_parallel_call(delta: ToolDelta, slot: CallSlot) -> bool:
-        """A delta with a name starts another call when it brings a new id, or arguments
-        after the call at this index is complete (and not a final flush)."""
-        if delta.raw_id is not None and slot.raw_id is not None and delta.raw_id != slot.raw_id:
-            return True
-        return slot.complete and bool(delta.fragment) and not slot.is_flush(delta.fragment)
-
-    def _only_open(self) -> CallSlot | None:
-        open_slots = [slot for slot in self.slots if not slot.complete]
-        return open_slots[0] if len(open_slots) == 1 else None
-
-    def _remap(self, index: int, slot: CallSlot) -> CallSlot:
-        self._note("index_remapped")
-        self._by_index[index] = slot
-        return slot
-
-    def _new_slot(self, index: int | None) -> CallSlot:
-        slot = CallSlot()
-        self.slots.append(slot)
-        self._last = slot
-        if index is not None:
-            self._by_index[index] = slot
-        return slot
 
     # -- headers (SPEC §2) -------------------------------------------------------------------
 

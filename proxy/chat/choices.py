@@ -232,8 +232,8 @@ class Choices:
         changed = False
         if self._text_calls and isinstance(delta.get("content"), str) and delta["content"]:
             changed = self._scan_text(state, delta, emitted)
-        if self._content is not None and isinstance(delta.get("content"), str):
-            self._content.add_text(delta["content"])
+        if self._content is not None:  # what a follow-up request repeats (SPEC §5)
+            self._content.add_delta(delta)
         if "tool_calls" in delta:
             changed = True
             # extend, not rebind: calls recovered from this delta's text are in `emitted`

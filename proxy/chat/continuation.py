@@ -87,7 +87,7 @@ class RoundContent:
     __slots__ = ("_items",)
 
     def __init__(self) -> None:
-        self._items: list[bytes | str | _Read] = []
+        self._items: list[bytes | str | _Read | _Reasoning] = []
 
     def add_event(self, data: bytes) -> None:
         self._items.append(data)
@@ -101,6 +101,17 @@ class RoundContent:
     def add_text(self, text: str) -> None:
         self._items.append(text)
 
+    def add_delta(self, delta: dict[str, Any]) -> None:
+        """A delta the general path parsed: its text and its reasoning (`add_event` and
+        `add_read` keep the bytes of what was not parsed)."""
+        content = delta.get("content")
+        if isinstance(content, str):
+            self._items.append(content)
+        for key in REASONING_FIELDS:
+            value = delta.get(key)
+            if isinstance(value, str):
+                self._items.append(_Reasoning(key, value))
+
     def text(self) -> str:
         return self.message()[0]
 
@@ -111,6 +122,9 @@ class RoundContent:
         for item in self._events():
             if isinstance(item, str):
                 parts.append(item)
+                continue
+            if isinstance(item, _Reasoning):
+                reasoning.setdefault(item.key, []).append(item.text)
                 continue
             try:
                 delta = orjson.loads(item)["choices"][0]["delta"]
@@ -127,8 +141,8 @@ class RoundContent:
                     reasoning.setdefault(key, []).append(value)
         return "".join(parts), {key: "".join(texts) for key, texts in reasoning.items()}
 
-    def _events(self) -> list[bytes | str]:
-        items: list[bytes | str] = []
+    def _events(self) -> list[bytes | str | _Reasoning]:
+        items: list[bytes | str | _Reasoning] = []
         for item in self._items:
             if isinstance(item, _Read):
                 run = item.data[item.start : -2]
@@ -136,6 +150,19 @@ class RoundContent:
             else:
                 items.append(item)
         return items
+
+
+@dataclass(slots=True, unsafe_hash=True, init=False)
+class _Reasoning:
+    """A parsed delta's reasoning text, by the field it came in."""
+
+    key: str
+    text: str
+
+    # Written out (init=False): mypyc compiles this one.
+    def __init__(self, key: str, text: str) -> None:
+        self.key = key
+        self.text = text
 
 
 @dataclass(slots=True, unsafe_hash=True, init=False)

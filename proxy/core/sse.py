@@ -127,11 +127,23 @@ def encode_event(data: bytes | None, other: tuple[bytes, ...] = ()) -> bytes:
 def encode_comment(data: bytes, other: tuple[bytes, ...] = ()) -> bytes:
     """An event's data lines as SSE comments (`: ` + each line), its other lines kept but
     its `event:` line, which becomes a comment too: a client's SSE reader dispatches an event
-    that has a name and no data (the openai SDKs then fail to parse its empty data)."""
+    that has a name and no data (the openai SDKs then fail to parse its empty data). Valid
+    UTF-8 whatever the upstream sent (`utf8_safe`)."""
     parts = [(b": " + line if line.startswith(b"event:") else line) + b"\n" for line in other]
     parts.extend(b": " + line + b"\n" for line in data.split(b"\n"))
     parts.append(b"\n")
-    return b"".join(parts)
+    return utf8_safe(b"".join(parts))
+
+
+def utf8_safe(data: bytes) -> bytes:
+    """`data` with any invalid UTF-8 replaced (U+FFFD), the rest as it was. A body cut inside a
+    character leaves half of one in what the proxy passes on as a comment; the openai and
+    anthropic SDKs decode every line of a stream as strict UTF-8 and raise on such a line."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "replace").encode("utf-8")
+    return data
 
 
 DONE_EVENT = b"data: [DONE]\n\n"

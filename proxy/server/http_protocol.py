@@ -19,7 +19,7 @@ What a request costs less here than in uvicorn's `RequestResponseCycle` (counted
   the event loop is written at the end of that step (`_flush_head`), so a stream's head is
   never held back behind a slow upstream;
 - one check of all the response's header lines at once, not two regular expressions per
-  header (the values include what the upstream sent, so they are checked);
+  header (the values include what the upstream sent, so they are checked: response_head.py);
 - the keep-alive timer is armed once per connection and re-armed when it fires early,
   instead of a timer created and cancelled for every request;
 - the request task leaves `server_state.tasks` when it finishes, not by a done-callback the
@@ -46,23 +46,13 @@ from typing import Any
 import httptools
 from mypy_extensions import mypyc_attr
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT, service_unavailable
-from uvicorn.protocols.http.httptools_impl import HEADER_RE, STATUS_LINE
 
 from proxy.server.asgi import DISCONNECT_EXTENSION, ASGIApp, Message
 from proxy.server.draining import OpenAIErrorHttpProtocol
+from proxy.server.response_head import response_head
 
-# A response header's name: token characters, by uvicorn's own expression for what a name may
-# not hold (HEADER_RE). Each name is matched once and remembered (`_valid_name`): a response's
-# names are nearly always ones the process has sent before.
-_NAMES_KEPT = 512  # names remembered at most: an upstream's headers pass through
-_valid_names: set[bytes] = set()
-# What no header line may hold but its CRLF: control characters but HTAB (uvicorn's rule for a
-# value; a name holds none of them either).
-_CONTROLS = bytes(range(0x09)) + bytes(range(0x0A, 0x20)) + b"\x7f"
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _LAST_CHUNK = b"0\r\n\r\n"
-_CLOSE_LINE = b"connection: close\r\n"
-_CHUNKED_LINE = b"transfer-encoding: chunked\r\n"
 
 
 @mypyc_attr(native_class=False)  # its base is not compiled: setup.py says why
@@ -444,41 +434,17 @@ class RequestCycle:
         protocol = self.protocol
         if protocol.access_log:
             _log_access(protocol, self.scope, status)
-        lines: list[bytes] = []
-        close_sent = False
-        for name, value in message.get("headers", ()):
-            name = name.lower()
-            if name == b"content-length" and self.chunked is None:
-                self.length_left = int(value)
-                self.chunked = False
-            elif name == b"transfer-encoding" and value.lower() == b"chunked":
-                self.length_left = 0
-                self.chunked = True
-            elif name == b"connection" and _says_close(value):
-                self.keep_alive = False
-                close_sent = True
-            if name not in _valid_names and not _valid_name(name):
-                raise RuntimeError("Invalid HTTP header name or value.")
-            lines += (name, b": ", value, b"\r\n")
-        block = b"".join(lines)
-        if not _valid_lines(block, len(lines) >> 2):
-            raise RuntimeError("Invalid HTTP header name or value.")
-        defaults = _default_headers(protocol.server_state.default_headers)
-        self._head = STATUS_LINE[status] + defaults + block + self._head_end(status, close_sent)
+        head_only = self.scope["method"] == "HEAD"
+        self._head, self.chunked, self.length_left, self.keep_alive = response_head(
+            status,
+            message.get("headers", ()),
+            self.keep_alive,
+            head_only,
+            protocol.server_state.default_headers,
+        )
+        self._head_only = head_only
         self._flush = protocol.loop.call_soon(self._flush_head)
         self.body_open = True
-
-    def _head_end(self, status: int, close_sent: bool) -> bytes:
-        """The head's last lines: the close the app did not announce, the chunked framing of
-        a body of unknown length, the blank line."""
-        end = b"\r\n"
-        self._head_only = self.scope["method"] == "HEAD"
-        if self.chunked is None and not self._head_only and status not in (204, 304):
-            self.chunked = True  # neither Content-Length nor Transfer-Encoding given
-            end = _CHUNKED_LINE + end
-        if not self.keep_alive and not close_sent:
-            end = _CLOSE_LINE + end
-        return end
 
     def _flush_head(self) -> None:
         """The body did not follow in the same step of the loop: the head goes alone."""
@@ -526,42 +492,6 @@ class RequestCycle:
             self.transport.close()
         if self._running:
             self.protocol.on_response_complete()
-
-
-def _valid_name(name: bytes) -> bool:
-    """Is `name` a header name (token characters)? Remembered when it is."""
-    if not name or HEADER_RE.search(name) is not None:
-        return False
-    if len(_valid_names) < _NAMES_KEPT:
-        _valid_names.add(name)
-    return True
-
-
-def _valid_lines(block: bytes, count: int) -> bool:
-    """Are the `count` header lines of `block` (names already checked) well formed: no
-    control character but HTAB and each line's CRLF? A CR or LF inside a value would make
-    lines of its own: more of them than `count`. Counted in C, a few hundred instructions,
-    where one regular expression over the lines cost about 6K (bench.serverprocess)."""
-    if block.count(b"\n") != count or block.count(b"\r") != count:
-        return False
-    return len(block.translate(None, _CONTROLS)) == len(block) - 2 * count
-
-
-def _says_close(value: bytes) -> bool:
-    return b"close" in [token.lower().strip() for token in value.split(b",")]
-
-
-_defaults_cache: tuple[object, bytes] = (None, b"")
-
-
-def _default_headers(headers: list[tuple[bytes, bytes]]) -> bytes:
-    """uvicorn's default headers (its Date, renewed every second: a new list then) as head
-    lines, joined once per list rather than once per response."""
-    global _defaults_cache
-    cached = _defaults_cache  # read once: servers in other threads may replace it
-    if cached[0] is not headers:
-        cached = _defaults_cache = (headers, b"".join(b"%s: %s\r\n" % pair for pair in headers))
-    return cached[1]
 
 
 def _unquote(path: str) -> str:

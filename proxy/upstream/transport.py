@@ -10,7 +10,8 @@ Rules it follows:
 - A body is handed on as it arrives, never held for more: each read of the response body
   yields what has arrived and not been read yet (whole HTTP chunks, up to
   MAX_BODY_READ_BYTES), and waits only when nothing has.
-- The read timeout is the longest silence allowed: waiting for the head, and between reads.
+- The read timeout is the longest silence allowed: waiting for the head, and between reads
+  (`read_wait.ReadWait`).
 - A connection is reused only after a complete response that allows keep-alive; anything else
   (cancellation, an error, a body left unread) closes it.
 - A request that failed on a reused keep-alive connection before any response byte arrived is
@@ -34,6 +35,8 @@ import httpx
 import httpx._transports.base
 import httpx._types
 from mypy_extensions import mypyc_attr
+
+from proxy.upstream.read_wait import ReadWait
 
 try:  # compiled by the install (setup.py); without it httptools decodes bodies too
     from proxy.upstream._chunked import Dechunker
@@ -88,13 +91,9 @@ class _Connection(asyncio.Protocol):
         self.chunks: list[bytes] = []
         self.on_body = self.chunks.append
         self._parser = httptools.HttpResponseParser(self)
-        self._waiter: asyncio.Future[None] | None = None
-        # The read timeout, kept lazily (see `wait`): the current wait's deadline and what it
-        # waits for, and the one timer that checks it, with the loop time it is due at.
-        self._deadline: float | None = None
-        self._waiting_for = ""
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = 0.0
+        # What the transport and the body stream await: until something arrives, the response
+        # ends or fails; ReadTimeout after the read timeout (read_wait.py).
+        self.read_wait = ReadWait(loop)
         self._paused = False
         self._reset()
 
@@ -143,7 +142,7 @@ class _Connection(asyncio.Protocol):
         if self.unread > MAX_UNREAD_BODY_BYTES and not self._paused and self.transport:
             self._paused = True
             self.transport.pause_reading()
-        self._wake()
+        self.read_wait.wake()
 
     def _feed_head(self, data: bytes) -> None:
         """Heads to httptools, one at a time (a 1xx head may precede the response's), so that
@@ -180,9 +179,7 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._registry.discard(self)
-        if self._timer is not None:  # it would keep this connection alive until it is due
-            self._timer.cancel()
-            self._timer = None
+        self.read_wait.stop()
         if self.active and not self.complete and self.error is None:
             if not self.head_done:
                 self.error = (
@@ -202,7 +199,7 @@ class _Connection(asyncio.Protocol):
                         "peer closed connection without sending complete message body"
                     )
                 )
-        self._wake()
+        self.read_wait.wake()
 
     # -- httptools callbacks -----------------------------------------------------------------
 
@@ -248,16 +245,11 @@ class _Connection(asyncio.Protocol):
 
     # -- used by the transport and the body stream ------------------------------------------
 
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
     def _fail(self, error: httpx.TransportError) -> None:
         if self.error is None and not self.complete:
             self.error = error
         self.abort()
-        self._wake()
+        self.read_wait.wake()
 
     def start(self, head: bytes, body: bytes, *, head_only: bool) -> None:
         assert self.transport is not None
@@ -299,58 +291,11 @@ class _Connection(asyncio.Protocol):
             self.transport.resume_reading()
         return data
 
-    async def wait(self, timeout: float | None, what: str) -> None:
-        """Until something arrives, the response ends or fails; ReadTimeout after `timeout`.
-
-        The timeout is a deadline the connection's one timer checks, not a timer per wait:
-        a small request waits twice (head, body), and arming and cancelling a loop timer for
-        each cost more than the rest of the wait. A timer due before the deadline (armed by an
-        earlier wait) finds it not reached and is armed again for it."""
-        loop = self.loop
-        waiter = self._waiter = loop.create_future()
-        if timeout is not None:
-            deadline = self._deadline = loop.time() + timeout
-            self._waiting_for = what
-            if self._timer is None or self._timer_at > deadline:
-                self._arm(deadline)
-        try:
-            await waiter
-        finally:
-            self._waiter = self._deadline = None
-
-    def _arm(self, at: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer_at = at
-        self._timer = self.loop.call_at(at, self._check_deadline)
-
-    def _check_deadline(self) -> None:
-        self._timer = None
-        deadline, waiter = self._deadline, self._waiter
-        if deadline is None or waiter is None:
-            return  # nobody waits: the next wait arms the timer again
-        if self.loop.time() + _TIMER_SLACK >= deadline:
-            _expire(waiter, self._waiting_for)
-        else:
-            self._arm(deadline)
-
     def abort(self) -> None:
         self.closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self.read_wait.stop()
         if self.transport is not None:
             self.transport.abort()
-
-
-# A loop timer may fire this much before its time (libuv counts milliseconds): a deadline
-# that close is reached, or the timer would be armed again for what is left, and again.
-_TIMER_SLACK = 0.001
-
-
-def _expire(waiter: asyncio.Future[None], what: str) -> None:
-    if not waiter.done():
-        waiter.set_exception(httpx.ReadTimeout(f"no {what} within the read timeout"))
 
 
 class _Wait:
@@ -387,7 +332,7 @@ class ResponseBody:
         try:
             while (data := self._ready()) is not None:
                 if isinstance(data, _Wait):
-                    await self._conn.wait(self._read_timeout, "response body bytes")
+                    await self._conn.read_wait.wait(self._read_timeout, "response body bytes")
                 else:
                     parts.append(data)
         except httpx.RequestError as exc:
@@ -470,7 +415,7 @@ class _BodyChunks:
                     raise conn.error
                 if conn.complete:
                     raise StopAsyncIteration
-                await conn.wait(self._body._read_timeout, "response body bytes")
+                await conn.read_wait.wait(self._body._read_timeout, "response body bytes")
         except httpx.RequestError as exc:
             self._body._name(exc)
             raise
@@ -561,7 +506,7 @@ class ConnectionPool:
                 while not conn.head_done:
                     if conn.error is not None:
                         raise conn.error
-                    await conn.wait(read_timeout, "response head")
+                    await conn.read_wait.wait(read_timeout, "response head")
             except httpx.TimeoutException:
                 conn.abort()
                 raise

@@ -51,7 +51,7 @@ from proxy.chat.stream import StreamSanitizer
 from proxy.core.events import Forward, LoopDetected, UpstreamBroken
 from proxy.core.ids import mint_client_id
 from proxy.core.rounds import RouteRules
-from proxy.core.sse import SSEDecoder
+from proxy.core.sse import SSEDecoder, utf8_safe
 from proxy.responses.exchange import ResponsesExchange
 from proxy.responses.lane import TextLane
 from tests.core.anthropic import anthropic_wire as aw
@@ -205,12 +205,14 @@ def data_lines(out: bytes) -> Iterator[bytes]:
 
 def assert_spec4(out: bytes, sent: list[bytes]) -> None:
     """SPEC §4: every data line the client gets is JSON or `[DONE]`; a comment carries the
-    text of a data line the upstream sent."""
+    text of a data line the upstream sent (as valid UTF-8)."""
     for data in data_lines(out):
         if data != b"[DONE]":
             orjson.loads(data)
     sent_text = b"\n".join(sent).replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-    lines = set(sent_text.split(b"\n"))
+    # A data line made a comment has any invalid UTF-8 replaced (the SDKs decode strictly);
+    # the upstream's own comments pass as they came.
+    lines = set(sent_text.split(b"\n")) | set(utf8_safe(sent_text).split(b"\n"))
     payloads = {line[6:] if line[5:6] == b" " else line[5:] for line in lines}
     for line in out.split(b"\n"):
         if line.startswith(b": "):

@@ -22,6 +22,7 @@ from helpers import (
 
 from proxy.chat.stream import StreamSanitizer
 from proxy.core.notes import DeltaRepaired
+from proxy.core.sse import utf8_safe
 
 # Lines that start as an OpenAI chunk does and that orjson refuses.
 NOT_JSON = [
@@ -36,6 +37,7 @@ NOT_JSON = [
     b'{"a":1e999}',  # infinite as a double
     b'{"a":"\\ud800"}',  # a lone surrogate escape
     b'{"a":"\xff"}',  # not UTF-8
+    b'{"a":"\xe2\x82',  # cut inside a character (and truncated)
     b'{"a":"\xed\xa0\x80"}',  # an encoded surrogate
     b'{"a":"tab\there"}',  # a raw control character
     b'{"a":01}',
@@ -61,7 +63,9 @@ SETUPS = {
 
 
 def assert_only_json_data(out: bytes) -> None:
-    """Every data line the client gets parses (or is `[DONE]`): what the SDKs need."""
+    """Every data line the client gets parses (or is `[DONE]`), and every line is UTF-8 (a
+    comment made of a line cut inside a character too): what the SDKs need."""
+    out.decode("utf-8")  # strict, as the openai SDK decodes each line
     for line in out.split(b"\n"):
         if line.startswith(b"data:") and line != b"data: [DONE]":
             orjson.loads(line[6:])
@@ -72,7 +76,8 @@ def non_json_notes(core: StreamSanitizer) -> int:
 
 
 def comment(line: bytes) -> bytes:
-    return b": " + line + b"\n\n"
+    """The comment a non-JSON line becomes: its text, any invalid UTF-8 replaced."""
+    return b": " + utf8_safe(line) + b"\n\n"
 
 
 def data(line: bytes) -> bytes:

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from proxy.chat.stream import StreamSanitizer
-from proxy.core.sse import SSEDecoder
+from proxy.core.sse import SSEDecoder, utf8_safe
 
 CLIENT_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,40}")
 HEADER_KEYS = {"index", "id", "type", "function"}
@@ -93,7 +93,10 @@ def check_stream(
     """Assert SPEC §4 on the client's stream; returns the parsed events."""
     events = parse_sse_output(out)
     sent_data, sent_other = input_payloads(upstream_chunks)
-    sent_data_lines = {line for data in sent_data for line in data.split(b"\n")}
+    # (as valid UTF-8 when it was not: the SDKs decode every line strictly)
+    sent_data_lines = {
+        line for data in sent_data for text in (data, utf8_safe(data)) for line in text.split(b"\n")
+    }
     done_at = [i for i, e in enumerate(events) if e.data == b"[DONE]"]
     error_bytes = core.error.json_bytes() if core.error is not None else None
     # -- how the stream ends ---------------------------------------------------------------

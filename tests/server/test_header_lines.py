@@ -1,4 +1,4 @@
-"""The lean protocol's check of a response's header lines (`proxy.server.http_protocol`): a name
+"""The lean protocol's check of a response's header lines (`proxy.server.response_head`): a name
 checked once and remembered, the lines counted and stripped of control characters in C. It
 answers as uvicorn's own check of each header (its two regular expressions), with an empty
 name refused too. The one regular expression over all the lines that it replaced was more
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from uvicorn.protocols.http.httptools_impl import HEADER_RE, HEADER_VALUE_RE
 
-from proxy.server.http_protocol import _valid_lines, _valid_name
+from proxy.server.response_head import _valid_lines, _valid_name
 
 # Bytes that matter to the rule, more often than uniform bytes would give them.
 TRICKY = st.sampled_from(

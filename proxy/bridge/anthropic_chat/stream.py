@@ -24,9 +24,8 @@ from proxy.anthropic.wire import encode, error_event
 from proxy.bridge.anthropic_chat.blocks import TEXT, THINKING, TOOL, Block, BlockQueue
 from proxy.bridge.anthropic_chat.ids import client_tool_id
 from proxy.bridge.anthropic_chat.mapping import anthropic_usage, stop_reason
-from proxy.bridge.utf8 import utf8_safe
 from proxy.core.errors import ProxyError, ReplayLoopDetected
-from proxy.core.sse import SSEDecoder, SSEEvent
+from proxy.core.sse import SSEDecoder, SSEEvent, utf8_safe
 
 
 def message_start(message_id: str, model: str) -> dict[str, Any]:

@@ -40,9 +40,8 @@ from proxy.bridge.responses_chat.output import (
     text_part,
 )
 from proxy.bridge.responses_chat.tools import ClientTool
-from proxy.bridge.utf8 import utf8_safe
 from proxy.core.errors import ProxyError, ReplayLoopDetected
-from proxy.core.sse import SSEDecoder, SSEEvent
+from proxy.core.sse import SSEDecoder, SSEEvent, utf8_safe
 from proxy.responses.carry import encode
 from proxy.responses.exchange import LOOP_FAILURE_CODE, loop_message
 
