@@ -3,9 +3,11 @@
 The stream Claude Code gets on a long answer: `message_start`, one text block of 200 text
 deltas, `message_delta` and `message_stop` (built with the Anthropic test builders), for a
 request that offers tools, so text goes through the leaked-markup scanner; fed in 16 KiB
-reads. Counted under callgrind at N and 3N streams (after the same warm-up), differenced.
+reads. `--call` ends the message in a tool_use block whose Kimi-style id (`functions.Bash:0`)
+the proxy rewrites, its input streamed in `input_json_delta` pieces. Counted under callgrind
+at N and 3N streams (after the same warm-up), differenced.
 
-    python -m bench.anthropic_core [--streams N]
+    python -m bench.anthropic_core [--call] [--streams N]
 """
 
 from __future__ import annotations
@@ -25,18 +27,21 @@ READ_BYTES = 16 * 1024
 _BUILDERS = Path(__file__).resolve().parent.parent / "tests" / "core" / "anthropic"
 
 
-def _stream() -> tuple[dict[str, object], bytes, list[bytes]]:
+def _stream(call: bool = False) -> tuple[dict[str, object], bytes, list[bytes]]:
     sys.path.insert(0, str(_BUILDERS))
     # The tests' own builders (a module of tests/, not a package).
-    from anthropic_wire import end, request, start, text  # type: ignore[import-not-found]
+    from anthropic_wire import end, request, start, text, tool  # type: ignore[import-not-found]
 
-    upstream = start() + text(0, *(f"word{i} " for i in range(200))) + end("end_turn")
+    upstream = start() + text(0, *(f"word{i} " for i in range(200)))
+    if call:
+        upstream += tool(1, "functions.Bash:0", "Bash", {"command": "ls -la src/"}, pieces=5)
+    upstream += end("tool_use" if call else "end_turn")
     reads = [upstream[i : i + READ_BYTES] for i in range(0, len(upstream), READ_BYTES)]
     return request(), upstream, reads
 
 
-def run(streams: int) -> None:
-    body, _, reads = _stream()
+def run(streams: int, call: bool = False) -> None:
+    body, _, reads = _stream(call)
     raw, rules = orjson.dumps(body), RouteRules()
     for _ in range(WARMUP + streams):
         exchange = AnthropicExchange(body, raw, rules)
@@ -47,20 +52,23 @@ def run(streams: int) -> None:
             exchange.end()
 
 
-def instructions(streams: int) -> int:
-    return per_unit(lambda n: ["bench.anthropic_core", "--run", str(n)], streams)
+def instructions(streams: int, call: bool = False) -> int:
+    flag = ["--call"] if call else []
+    return per_unit(lambda n: ["bench.anthropic_core", *flag, "--run", str(n)], streams)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.anthropic_core", description=__doc__)
     parser.add_argument("--streams", type=int, default=50)
+    parser.add_argument("--call", action="store_true", help="end in a rewritten tool_use block")
     parser.add_argument("--run", type=int, help=argparse.SUPPRESS)  # the counted process
     args = parser.parse_args(argv)
     if args.run is not None:
-        run(args.run)
+        run(args.run, args.call)
         return 0
-    count = instructions(args.streams)
-    print(f"instructions per 200-delta Anthropic stream, core only: {count:,}")
+    count = instructions(args.streams, args.call)
+    what = "ending in a rewritten call" if args.call else "core only"
+    print(f"instructions per 200-delta Anthropic stream, {what}: {count:,}")
     return 0
 
 

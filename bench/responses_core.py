@@ -19,7 +19,6 @@ from pathlib import Path
 
 import orjson
 
-from bench.inprocess import per_unit
 from proxy.core.rounds import RouteRules
 from proxy.responses.exchange import ResponsesExchange
 
@@ -54,6 +53,9 @@ def run(streams: int, call: bool) -> None:
 
 
 def instructions(streams: int, call: bool) -> int:
+    # Imported here: the counted process (`--run`) loads only the core it measures.
+    from bench.inprocess import per_unit
+
     flag = ["--call"] if call else []
     return per_unit(lambda n: ["bench.responses_core", *flag, "--run", str(n)], streams)
 

@@ -16,10 +16,11 @@ from typing import Any
 
 import orjson
 
+from proxy.anthropic.ending import output_tokens
 from proxy.anthropic.followup import build_followup
 from proxy.anthropic.message import merge_continuation, sanitize_message
 from proxy.anthropic.request import translate_messages
-from proxy.anthropic.stream import AnthropicStream, MessageCarry, StreamPhase, output_tokens
+from proxy.anthropic.stream import AnthropicStream, MessageCarry, StreamPhase
 from proxy.anthropic.wire import encode, error_event
 from proxy.core.decide import ResponseIds
 from proxy.core.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError

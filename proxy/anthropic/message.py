@@ -15,7 +15,8 @@ from typing import Any
 import orjson
 
 from proxy.anthropic.blocks import ToolBlock, followup_blocks
-from proxy.anthropic.stream import MessageCarry, output_tokens, truthful_stop_reason
+from proxy.anthropic.ending import output_tokens, truthful_stop_reason
+from proxy.anthropic.stream import MessageCarry
 from proxy.core.decide import ResponseIds, Verdict
 from proxy.core.guard import Replay
 from proxy.core.ids import normalize_raw_id

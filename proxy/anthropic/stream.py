@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from proxy.anthropic import whole
 from proxy.anthropic.blocks import (
     Block,
     PassBlock,
@@ -34,7 +35,9 @@ from proxy.anthropic.blocks import (
     followup_blocks,
     record_of,
 )
+from proxy.anthropic.ending import MessageEnd
 from proxy.anthropic.output import RoundOutput
+from proxy.anthropic.reads import UpstreamReads
 from proxy.anthropic.texts import TextBlocks
 from proxy.anthropic.tools import ToolBlocks
 from proxy.anthropic.wire import at_index, encode, encode_raw
@@ -69,34 +72,15 @@ class StreamPhase(Enum):
     DONE = auto()
 
 
-_DELTA_KEYS = frozenset({"type", "delta", "usage"})
-
-# finish reasons that mean "the model stopped" after delivering tool_use blocks
-_STOPPED = ("end_turn", None, "")
-
-
-def truthful_stop_reason(delivered: bool, reason: object) -> object:
-    """SPEC §8: `tool_use` after delivered tool_use blocks, `end_turn` when it claimed
-    tool_use and delivered none; `max_tokens`, `pause_turn` and the rest are kept."""
-    if delivered and reason in _STOPPED:
-        return "tool_use"
-    if not delivered and reason == "tool_use":
-        return "end_turn"
-    return reason
-
-
-def output_tokens(usage: object) -> int:
-    value = usage.get("output_tokens") if isinstance(usage, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 class AnthropicStream:
     """Feed it an upstream event stream's bytes; it returns the client's.
 
     This class is the phase and the event dispatch: message-level events, and which kind of
     block an event belongs to. tool_use blocks are `ToolBlocks`' (tools.py), scanned text
-    blocks `TextBlocks`' (texts.py); all of them write to one `RoundOutput` (output.py),
-    which keeps the client's block indexes dense.
+    blocks `TextBlocks`' (texts.py), the message's end `MessageEnd`'s (ending.py); all of
+    them write to one `RoundOutput` (output.py), which keeps the client's block indexes
+    dense. Reads come as events from `UpstreamReads` (reads.py), which sends runs of plain
+    text deltas on unparsed.
     """
 
     def __init__(
@@ -106,7 +90,6 @@ class AnthropicStream:
         carry: MessageCarry | None = None,
         text_tool_calls: bool = False,
     ):
-        self._reader = EventReader()
         self.ids = ids
         self.continuation = carry is not None
         self._carry = carry or MessageCarry()
@@ -114,12 +97,10 @@ class AnthropicStream:
         self._tools = ToolBlocks(ids, self._output)
         self._texts = TextBlocks(ids.facts.offered_tools, self._output, self._tools)
         self._scan = text_tool_calls and bool(ids.facts.offered_tools)
+        self._reads = UpstreamReads(EventReader(), self._texts if self._scan else None)
         self._open: dict[object, Block] = {}  # upstream index -> open block
         self._started = False  # this round's message_start arrived
-        self._delta: dict[str, Any] = {}  # the message_delta's delta, held to the end
-        self._delta_extra: dict[str, Any] = {}  # its other keys, kept
-        self._usage: dict[str, Any] | None = None  # the message_delta's
-        self._start_usage: dict[str, Any] | None = None  # message_start's, until one comes
+        self._end = MessageEnd()
         self.phase = StreamPhase.STREAMING
         self.notes: list[Note] = self._output.notes  # one list: the exchange reads and clears it
         self.error: ReplayLoopDetected | None = None
@@ -130,13 +111,15 @@ class AnthropicStream:
 
     def feed(self, data: bytes) -> list[bytes]:
         if self.phase is StreamPhase.STREAMING:
-            self._events(self._reader.feed(data))
+            for events in self._reads.feed(data):
+                if not self._events(events):
+                    break
         return self._output.take()
 
     def end(self) -> list[bytes]:
         """The upstream body ended cleanly: complete a message it left open."""
         if self.phase is StreamPhase.STREAMING:
-            self._events(self._reader.end())
+            self._events(self._reads.end())
         if self.phase is StreamPhase.STREAMING:
             if self._started or self.continuation:
                 self.notes.append(DeltaRepaired(kind="message_stop", detail="added"))
@@ -151,7 +134,8 @@ class AnthropicStream:
         """See `RoundOutput.block_before_error` (the exchange asks before a loop error)."""
         return self._output.block_before_error()
 
-    def _events(self, events: list[Event]) -> None:
+    def _events(self, events: list[Event]) -> bool:
+        """Decide a piece's events; False when the round is done (the rest is not read)."""
         # One try for all of a read's events, not one per event: the breaker's exception
         # leaves the loop at the event that raised it, as a check after each event would.
         try:
@@ -165,6 +149,7 @@ class AnthropicStream:
                     break
         except ReplayLoopDetected as exc:
             self._broken(exc)
+        return self.phase is StreamPhase.STREAMING
 
     def _broken(self, exc: ReplayLoopDetected) -> None:
         """The breaker (SPEC §5): nothing more is sent."""
@@ -195,69 +180,21 @@ class AnthropicStream:
         message = obj.get("message")
         if not isinstance(message, dict):
             message = {}
-        # SPEC §8: a message that arrives whole here (its blocks and stop signal in
-        # `message_start`, then only `message_stop`) keeps that stop signal and usage in the
-        # `message_delta` the proxy writes, never null.
-        for key in ("stop_reason", "stop_sequence"):
-            if message.get(key) is not None:
-                self._delta[key] = message[key]
-        usage = message.get("usage")
-        self._start_usage = usage if isinstance(usage, dict) else None  # its output_tokens
+        self._end.started(message)
         content = message.get("content")
         blocks = content if isinstance(content, list) and content else None
+        tools, output = self._tools, self._output
         if self.continuation:
             if blocks is not None:
-                self._whole_blocks_as_events(blocks)
-        elif blocks is not None and (kept := self._whole_blocks(blocks)) != blocks:
-            self._output.out.append(encode({**obj, "message": {**message, "content": kept}}))
+                whole.as_events(blocks, tools, output)
+        elif blocks is not None and (kept := whole.kept_in_place(blocks, tools, output)) != blocks:
+            output.out.append(encode({**obj, "message": {**message, "content": kept}}))
         else:
-            self._output.out.append(encode_raw("message_start", raw))
-
-    def _whole_blocks(self, blocks: list[Any]) -> list[Any]:
-        """`message_start`'s own blocks, kept in place (the SDKs read them as the message's
-        first blocks): tool_use ids decided as any block's (SPEC §2), replays and duplicates
-        left out, each block counted in the client's dense indexes."""
-        kept = []
-        output = self._output
-        for block in blocks:
-            if isinstance(block, dict) and block.get("type") == "tool_use":
-                block = self._tools.whole(block)
-                if block is None:
-                    continue
-            else:
-                output.take_whole_index()
-                record = record_of(block) if isinstance(block, dict) else None
-                if record is not None:
-                    output.records.append(record)
-            kept.append(block)
-        return kept
-
-    def _whole_blocks_as_events(self, blocks: list[Any]) -> None:
-        """A continuation round's `message_start` is not forwarded (one message): the blocks
-        it carries reach the client as block events at the next indexes."""
-        for block in blocks:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "tool_use":
-                self._tools.close(self._tools.start(block))
-                continue
-            output = self._output
-            index = output.take_index()
-            record = record_of(block)
-            if record is not None:
-                output.records.append(record)
-            output.start(index, block)
-            output.stop(index)
+            output.out.append(encode_raw("message_start", raw))
 
     def _message_delta(self, obj: dict[str, Any], raw: bytes) -> None:
         self._close_all()
-        delta = obj.get("delta")
-        if isinstance(delta, dict):
-            self._delta.update(delta)
-        usage = obj.get("usage")
-        if isinstance(usage, dict):
-            self._usage = usage
-        self._delta_extra.update((k, v) for k, v in obj.items() if k not in _DELTA_KEYS)
+        self._end.delta(obj)
 
     def _message_stop(self, obj: dict[str, Any], raw: bytes) -> None:
         self._finish()
@@ -267,24 +204,17 @@ class AnthropicStream:
         self._close_all()
         output = self._output
         choice = self.ids.choice(0)
-        usage_seen = self._usage if self._usage is not None else self._start_usage
-        tokens = self._carry.output_tokens + output_tokens(usage_seen)
+        tokens = self._carry.output_tokens + self._end.output_tokens()
         if choice.replays and not choice.delivered and self.ids.guard.enabled:
             carry = MessageCarry(next_index=output.next_index, output_tokens=tokens)
             blocks = followup_blocks(output.records)
             self.followup = RoundFollowup(list(choice.replays), blocks, carry)
             self.phase = StreamPhase.DONE
             return
-        reason = self._delta.get("stop_reason")
-        fixed = truthful_stop_reason(bool(choice.delivered), reason)
-        if fixed != reason and (reason is not None or choice.delivered):
-            self.notes.append(DeltaRepaired(kind="stop_reason", detail=f"{reason} -> {fixed}"))
-        delta = {"stop_sequence": None, **self._delta, "stop_reason": fixed}
-        usage = {**(self._usage or {}), "output_tokens": tokens}
-        output.out.append(
-            encode({"type": "message_delta", **self._delta_extra, "delta": delta, "usage": usage})
-        )
-        output.out.append(b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+        events, note = self._end.events(bool(choice.delivered), tokens)
+        if note is not None:
+            self.notes.append(note)
+        output.out.append(events)
         self.phase = StreamPhase.DONE
 
     def _error(self, obj: dict[str, Any], raw: bytes) -> None:

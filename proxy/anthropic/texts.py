@@ -13,6 +13,7 @@ from typing import Any
 
 from proxy.anthropic.blocks import TextBlock
 from proxy.anthropic.output import RoundOutput
+from proxy.anthropic.runs import EVENT_HEAD, LANE_HEAD, TextRun, first_text_end, run_at
 from proxy.anthropic.tools import ToolBlocks
 from proxy.anthropic.wire import at_index, data_lines
 from proxy.core.textcalls import Segment, TextCallScanner
@@ -21,7 +22,7 @@ from proxy.core.textcalls import Segment, TextCallScanner
 class TextBlocks:
     """Starts, deltas and closes of scanned text blocks."""
 
-    __slots__ = ("_lane_head", "_offered", "_output", "_tools", "lane")
+    __slots__ = ("_lane_head", "_offered", "_output", "_run", "_tools", "lane")
 
     def __init__(self, offered: frozenset[str], output: RoundOutput, tools: ToolBlocks) -> None:
         self._offered = offered
@@ -31,6 +32,7 @@ class TextBlocks:
         # delta at its client index begins: see `as_came`.
         self.lane: TextBlock | None = None
         self._lane_head = b""
+        self._run: TextRun | None = None  # the lane's runs of such events (`take_run`)
 
     def start(self, block: dict[str, Any]) -> TextBlock:
         text = TextBlock(TextCallScanner(self._offered), {**block, "text": ""})
@@ -59,7 +61,7 @@ class TextBlocks:
             if at_index(obj, text.index):
                 text.text.append(value)
                 # joined once, with the rest
-                self._output.out += (_DELTA_HEAD, data_lines(raw), b"\n\n")
+                self._output.out += (EVENT_HEAD, data_lines(raw), b"\n\n")
                 return
         self._segments(text, [value])
 
@@ -100,8 +102,36 @@ class TextBlocks:
         if not text.scanner.passes(value):
             return False
         text.text.append(value)
-        self._output.out += (_DELTA_HEAD, data, b"\n\n")
+        self._output.out += (EVENT_HEAD, data, b"\n\n")
         return True
+
+    def take_run(self, data: bytes, at: int) -> int:
+        """Send on, as the bytes that came, the run of the lane's plain text deltas that begins
+        at `at` in `data` (a read; `at` an event boundary); where it ends (`at`: no run).
+
+        The run is events that `as_came` would each take (see `runs.TextRun` for what they
+        may hold beyond it: two-character escapes), so the scanner is asked about their text
+        at once: it passes all of it or none, as `passes` looks for markup starts only, and
+        there are none in such text. Their bytes are what `delta` would write for them."""
+        text, run = self.lane, self._run
+        if text is None or run is None or text.scanner.holding:
+            return at
+        found = run.match(data, at)
+        if found is None:
+            return at
+        end, value = found
+        if not text.scanner.passes(value):
+            return at
+        text.text.append(value)
+        self._output.out.append(data[at:end])
+        return end
+
+    def next_run(self, data: bytes, at: int, skip: int) -> int:
+        """Where in `data` (a read) from `at` on a run may begin: after the `skip`-th next
+        event that may begin one, or, while no lane is open, after the first text delta (it
+        may open one); the end of `data` if nowhere."""
+        run = self._run
+        return run.next_start(data, at, skip) if run is not None else first_text_end(data, at)
 
     def _open(self, text: TextBlock) -> None:
         if text.index < 0:
@@ -110,11 +140,13 @@ class TextBlocks:
             # The stream has one block open at a time, so a delta at any index reaches this
             # one while it is open: its lane is the deltas at the client's index.
             self.lane = text
-            self._lane_head = _LANE_HEAD % text.index
+            self._lane_head = LANE_HEAD % text.index
+            self._run = run_at(text.index)
 
     def _close(self, text: TextBlock) -> None:
         if self.lane is text:
             self.lane = None
+            self._run = None
         if text.index >= 0:
             self._output.records.append({**text.start, "text": "".join(text.text)})
             text.text = []
@@ -122,8 +154,6 @@ class TextBlocks:
             text.index = -1
 
 
-_DELTA_HEAD = b"event: content_block_delta\ndata: "
-_LANE_HEAD = b'{"type":"content_block_delta","index":%d,"delta":{"type":"text_delta","text":"'
 # What a JSON string's text may not hold as it is (a quote ends it, a backslash escapes).
 _NOT_PLAIN = re.compile(rb'["\\\x00-\x1f]')
 

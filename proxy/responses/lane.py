@@ -22,10 +22,11 @@ from typing import Any
 from proxy.core.jsontext import dumps
 from proxy.core.textcalls import TextCallScanner
 from proxy.responses.carry import ResponseCarry
+from proxy.responses.runs import COPY, HEAD, SEQ, TEXT, TextRun
 
 TEXT_DELTA = "response.output_text.delta"
-_HEAD = b"event: response.output_text.delta\ndata: "
-_SEQ, _TEXT, _COPY = range(3)
+_HEAD = HEAD
+_SEQ, _TEXT, _COPY = SEQ, TEXT, COPY
 # The values that differ from one delta of a part to the next; every other value is fixed.
 _HOLES = {"sequence_number": _SEQ, "delta": _TEXT, "obfuscation": _COPY}
 # What a JSON string's text may not hold as it is (a quote ends it, a backslash escapes).
@@ -51,6 +52,8 @@ class TextLane:
         "_copies",
         "_count",
         "_holes",
+        "_kinds",
+        "_run",
         "_same",
         "_scanner",
         "_seq_at",
@@ -73,6 +76,8 @@ class TextLane:
         self._count = len(self._blank)
         kinds = [_HOLES[key] for key in upstream if key in _HOLES]
         self._holes = holes
+        self._kinds = kinds
+        self._run: TextRun | None = None  # built when a run is first asked for
         self._seq_at = holes[kinds.index(_SEQ)]
         self._text_at = holes[kinds.index(_TEXT)]
         self._copies = tuple(at for at, kind in zip(holes, kinds, strict=True) if kind == _COPY)
@@ -127,6 +132,39 @@ class TextLane:
         if seq != number and not self._is_number(seq):
             return False
         return self._send(text, data, self._same and seq == number, carry, out)
+
+    def take_run(self, data: bytes, pos: int, carry: ResponseCarry, out: list[bytes]) -> int:
+        """Take the event at `pos` in a read (`data`, whose earlier events the reader has had
+        in full) as `take` does, then the run of this part's deltas after it (runs.py): where
+        the events taken end (`pos`: none was, the general path reads the event there)."""
+        end = data.find(b"\n\n", pos)
+        if end < 0 or not data.startswith(_HEAD, pos):
+            return pos
+        line = data[pos + len(_HEAD) : end]
+        if line.find(b"\n") >= 0 or line.find(b"\r") >= 0 or not self.take(line, carry, out):
+            return pos
+        pos = end + 2
+        run = self._run
+        if run is None:
+            run = self._run = self._text_run()
+        found = run.read(data, pos, carry.seq)
+        if found is None:
+            return pos
+        scanner = self._scanner
+        if scanner is not None and not scanner.passes(found.text):
+            return pos
+        for texts in self._texts:
+            texts.append(found.text)
+        out.append(found.sent)
+        carry.seq += found.count
+        return pos + found.size
+
+    def _text_run(self) -> TextRun:
+        """This lane's event and the client's, cut at their holes, for runs of them."""
+        tails = self._seq_forms
+        upstream = _cut(self._blank, self._holes, self._kinds, tails[1])
+        client = _cut(self._client, self._client_holes, self._kinds, tails[2])
+        return TextRun(upstream, client, self._kinds, self._scanner is not None)
 
     def _send(
         self, raw: bytes, data: bytes, as_came: bool, carry: ResponseCarry, out: list[bytes]
@@ -206,6 +244,14 @@ def _split(event: dict[str, Any]) -> tuple[list[bytes], list[int], bytes]:
             seq_tail = parts[at][1:]
         parts[at] = b""
     return parts, holes, seq_tail
+
+
+def _cut(parts: list[bytes], holes: list[int], kinds: list[int], seq_tail: bytes) -> list[bytes]:
+    """An event's bytes cut at its holes: the fixed pieces around their values."""
+    filled = list(parts)
+    for at, kind in zip(holes, kinds, strict=True):
+        filled[at] = b":\x00" + seq_tail if kind == _SEQ else b"\x00"
+    return b'"'.join(filled).split(b"\x00")
 
 
 def _copied(parts: list[bytes], copies: tuple[int, ...]) -> bool:

@@ -1,14 +1,21 @@
 """Response direction on Responses, streaming (SPEC §4, §5, §8): upstream events in, the
 canonical event grammar out.
 
-`ResponsesStream` reads one upstream round. Every event it hands out is renumbered
-(`sequence_number` strictly increasing over what the client receives, across rounds) and
-every item gets a dense client `output_index` in delivery order. Call items go through
-`CallItem` (held while their id cannot be decided, then the canonical events); messages,
-reasoning items (with their `encrypted_content`), built-in tool items and unknown events pass
-unchanged but for those two numbers. `response.completed` lists exactly the items the client
-saw, with the ids it saw, each as the upstream's own final event describes it where it does
-(`final.py`); a body that ends without it is completed.
+`ResponsesStream` reads one upstream round and says how it ends. Every event it hands out
+is renumbered (`sequence_number` strictly increasing over what the client receives, across
+rounds) and every item gets a dense client `output_index` in delivery order. Call items go
+through `RoundCalls` (callflow.py: held while their id cannot be decided, then the canonical
+events); messages, reasoning items (with their `encrypted_content`), built-in tool items
+(`RoundItems`, items.py) and unknown events pass unchanged but for those two numbers.
+`response.completed` lists exactly the items the client saw, with the ids it saw, each as
+the upstream's own final event describes it where it does (`final.py`); a body that ends
+without it is completed.
+
+Reads: the events a rule needs are parsed (lifecycle, items, calls, and a text part's first
+delta); once a text part's lane is open, the runs of its plain deltas that follow are taken
+from the read's bytes (`TextLane.take_run`, runs.py) and sent as they came, or renumbered,
+without being split into events or parsed. Such runs are only looked for where the reader
+holds no part of an event (the bytes it had end with a blank line).
 
 Phases (`_TRANSITIONS`): STREAMING --round end--> DONE (`followup` set when the round's only
 calls were replays), STREAMING --trip--> FAILED (`error`). Only STREAMING takes input.
@@ -19,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, auto
-from functools import partial
 from typing import Any
 
 import orjson
@@ -30,12 +36,14 @@ from proxy.core.framing import Event, EventReader
 from proxy.core.guard import Replay
 from proxy.core.notes import DeltaRepaired, Note
 from proxy.core.sse import encode_comment, encode_event
+from proxy.responses.callflow import RoundCalls
 from proxy.responses.calls import CallItem, is_call_event, is_call_item
 from proxy.responses.carry import ResponseCarry, key_of
-from proxy.responses.decide import decide_call, may_decide, replays_only
-from proxy.responses.final import Streamed, final_items
-from proxy.responses.lane import TEXT_DELTA, TextLane
-from proxy.responses.textcalls import TEXT_EVENTS, MessageTextCalls
+from proxy.responses.decide import replays_only
+from proxy.responses.final import final_items
+from proxy.responses.items import RoundItems
+from proxy.responses.runs import HEAD
+from proxy.responses.textcalls import MessageTextCalls
 
 
 class StreamPhase(Enum):
@@ -76,27 +84,18 @@ class ResponsesStream:
         self.phase = StreamPhase.STREAMING
         # OpenAI-style upstreams send `event:` + `data:` events, split without a step per line.
         self._reader = EventReader()
+        self._idle = True  # the reader holds no part of an event: a run may begin here
         self._first_round = carry.rounds == 0
         carry.rounds += 1
-        self._calls: dict[object, CallItem] = {}  # by the upstream's output_index
-        self._index: dict[object, int] = {}  # the upstream's output_index -> the client's
-        self._open: dict[object, dict[str, Any]] = {}  # non-call items not done yet
-        self._renamed: dict[object, object] = {}  # item ids repeated from an earlier round
-        self._texts: dict[tuple[object, object], list[str]] = {}  # message text, by part
-        # The round's other items the client got: upstream index, client index, raw item id.
-        self._others: list[tuple[object, int, object]] = []
-        self._replayed: list[dict[str, Any]] = []
-        self._upstream_output: list[Any] = []
         self._upstream_error = False  # the upstream sent an `error` event
-        # The open text part's plain deltas, taken from their bytes (lane.py); None after
-        # any event the general path reads, which may change what the lane relies on.
-        self._lane: TextLane | None = None
+        self._calls = RoundCalls(ids, carry, self.notes)
         offered = ids.facts.offered_tools
-        self._text_calls = (
-            MessageTextCalls(offered, self.notes, self._recovered)
+        text_calls = (
+            MessageTextCalls(offered, self.notes, self._calls.recovered)
             if text_tool_calls and offered
             else None
         )
+        self._items = RoundItems(carry, text_calls)
         self._handlers: dict[str, Callable[[dict[str, Any], list[bytes]], None]] = {
             "response.created": self._lifecycle,
             "response.in_progress": self._lifecycle,
@@ -111,15 +110,34 @@ class ResponsesStream:
     # -- the shell's calls ---------------------------------------------------------------------
 
     def feed(self, data: bytes) -> list[bytes]:
-        if self.phase is not StreamPhase.STREAMING:
-            return []
-        return self._handle(self._reader.feed(data))
+        out: list[bytes] = []
+        pos, size = 0, len(data)
+        runs = _RUNS_PER_READ
+        while pos < size and self.phase is StreamPhase.STREAMING:
+            lane = self._items.lane
+            if lane is not None and self._idle and runs:
+                runs -= 1
+                taken = lane.take_run(data, pos, self.carry, out)
+                if taken > pos:
+                    pos = taken
+                    continue
+                end = _event_end(data, pos)  # the event there is the general path's
+            elif lane is None:
+                end = _text_delta_end(data, pos)  # a lane may open after it
+            else:
+                end = _event_end(data, pos) if runs and not self._idle else size
+            piece = data if pos == 0 and end == size else data[pos:end]
+            self._handle(self._reader.feed(piece), out)
+            self._idle = piece.endswith(b"\n\n")
+            pos = end
+        return out
 
     def end(self) -> list[bytes]:
         """The upstream body ended cleanly: complete what it left unfinished."""
         if self.phase is not StreamPhase.STREAMING:
             return []
-        out = self._handle(self._reader.end())
+        out: list[bytes] = []
+        self._handle(self._reader.end(), out)
         if self.phase is StreamPhase.STREAMING and self._upstream_error:
             # The upstream said what went wrong and stopped: not a response to complete.
             self._finish_items(out)
@@ -143,23 +161,21 @@ class ResponsesStream:
 
     # -- events --------------------------------------------------------------------------------
 
-    def _handle(self, events: list[Event]) -> list[bytes]:
-        out: list[bytes] = []
-        carry = self.carry
+    def _handle(self, events: list[Event], out: list[bytes]) -> None:
+        carry, items = self.carry, self._items
         # One try for all of a read's events, not one per event: the breaker's exception
         # leaves the loop at the event that raised it, as a check after each event would.
         try:
             for data, other in events:
-                lane = self._lane
+                lane = items.lane
                 if lane is not None and data is not None and lane.take(data, carry, out):
                     continue
-                self._lane = None
+                items.lane = None
                 self._event(data, other, out)
                 if self.phase is not StreamPhase.STREAMING:
                     break
         except ReplayLoopDetected as exc:
             self._broken(exc)
-        return out
 
     def _event(self, data: bytes | None, other: tuple[bytes, ...], out: list[bytes]) -> None:
         if data is None:
@@ -193,12 +209,13 @@ class ResponsesStream:
         kind = event.get("type")
         kind = kind if isinstance(kind, str) else ""
         handler = self._handlers.get(kind)
+        calls = self._calls.calls
         if handler is not None:
             handler(event, out)
-        elif is_call_event(kind) and upstream_index(event) in self._calls:
-            self._call_event(self._calls[upstream_index(event)], kind, event, out)
+        elif is_call_event(kind) and upstream_index(event) in calls:
+            self._calls.event(calls[upstream_index(event)], kind, event, out)
         elif "output_index" in event:
-            self._item_event(event, out)
+            self._items.event(upstream_index(event), event, out)
         else:
             self._upstream_error = self._upstream_error or kind == "error"
             self.carry.emit(event, out)  # `error` and every unknown event: renumbered only
@@ -215,210 +232,48 @@ class ResponsesStream:
             }
         self.carry.emit(event, out)
 
-    # -- items that are not calls --------------------------------------------------------------
-
-    def _client_index(self, upstream: object) -> int:
-        index = self._index.get(upstream)
-        if index is None:
-            index = self._index[upstream] = self.carry.next_index
-            self.carry.next_index += 1
-        return index
-
     def _item_added(self, event: dict[str, Any], out: list[bytes]) -> None:
         item = event.get("item")
         upstream = upstream_index(event)
         if is_call_item(item):
             assert isinstance(item, dict)
-            call = self._calls[upstream] = CallItem.start(item)
-            self._advance(call, out)
-            return
-        event["output_index"] = self._client_index(upstream)
-        if isinstance(item, dict):
-            item_id = self.carry.call_ids.other_item_id(item.get("id"))
-            if item_id != item.get("id"):
-                self._renamed[upstream] = item_id
-                event["item"] = item = {**item, "id": item_id}
-            self._open[upstream] = item
-        self.carry.emit(event, out)
-
-    def _item_event(self, event: dict[str, Any], out: list[bytes]) -> None:
-        upstream = upstream_index(event)
-        kind = event.get("type")
-        parsed = dict(event) if kind == TEXT_DELTA else None  # as it came, for a lane
-        events = [event]
-        if self._text_calls is not None and kind in TEXT_EVENTS:
-            events = self._text_calls.rewrite(upstream, event)
-        index = self._client_index(upstream)
-        renamed = self._renamed.get(upstream)
-        for each in events:
-            if renamed is not None and "item_id" in each:
-                each["item_id"] = renamed
-            delta = each.get("delta")
-            if each.get("type") == "response.output_text.delta" and isinstance(delta, str):
-                part = key_of(each.get("content_index"))
-                self._texts.setdefault((upstream, part), []).append(delta)
-            each["output_index"] = index
-            self.carry.emit(each, out)
-        if parsed is not None and len(events) == 1:
-            self._lane = self._text_lane(upstream, parsed, events[0])
-
-    def _text_lane(
-        self, upstream: object, parsed: dict[str, Any], client: dict[str, Any]
-    ) -> TextLane | None:
-        """A lane for the text deltas that follow one the general path wrote as `client`."""
-        if not TextLane.fits(parsed, client):
-            return None
-        texts = self._texts[(upstream, key_of(client.get("content_index")))]
-        if self._text_calls is None:
-            return TextLane(parsed, client, None, (texts,))
-        part = self._text_calls.part(upstream, client)
-        if part is None:
-            return None
-        scanner, released = part
-        return TextLane(parsed, client, scanner, (texts, released))
+            self._calls.added(upstream, item, out)
+        else:
+            self._items.added(upstream, event, out)
 
     def _item_done(self, event: dict[str, Any], out: list[bytes]) -> None:
         item = event.get("item")
         upstream = upstream_index(event)
-        call = self._calls.get(upstream)
+        calls = self._calls.calls
+        call = calls.get(upstream)
         if call is None and is_call_item(item):
             assert isinstance(item, dict)
-            call = self._calls[upstream] = CallItem.start({**item, call_key(item): ""}, ended=True)
+            call = calls[upstream] = CallItem.start({**item, call_key(item): ""}, ended=True)
         if call is not None:
-            if isinstance(item, dict):
-                call.update_item(item)
-                call.add_whole(item.get(call.key))
-            call.complete = call.closed = call.item_done = True
-            self._advance(call, out)
-            return
-        self._close_item(upstream, item if isinstance(item, dict) else None, out)
-
-    def _close_item(self, upstream: object, item: dict[str, Any] | None, out: list[bytes]) -> None:
-        """A non-call item's end: the client's `output_item.done`, and its place in the output."""
-        added = self._open.pop(upstream, None)
-        final = item if item is not None else self._fallback_item(upstream, added)
-        raw_id = final.get("id")
-        if upstream in self._renamed:
-            final = {**final, "id": self._renamed[upstream]}
-        if self._text_calls is not None:
-            final = self._text_calls.final_item(upstream, final)
-        index = self._client_index(upstream)
-        self.carry.emit(
-            {"type": "response.output_item.done", "output_index": index, "item": final}, out
-        )
-        self.carry.items[index] = final
-        self._others.append((upstream, index, raw_id))
-        if self._text_calls is not None:
-            self._text_calls.after_item(upstream, out)
-
-    def _fallback_item(self, upstream: object, added: dict[str, Any] | None) -> dict[str, Any]:
-        """The item the upstream never finished: as its final output names it, else as it was
-        added with the text the client got."""
-        item = dict(added or {"type": "message", "role": "assistant"})
-        if isinstance(upstream, int) and 0 <= upstream < len(self._upstream_output):
-            listed = self._upstream_output[upstream]
-            if isinstance(listed, dict) and _may_describe(listed, item):
-                return listed
-        if item.get("type") == "message":
-            parts = sorted(
-                (
-                    (part, "".join(text))
-                    for (index, part), text in self._texts.items()
-                    if index == upstream
-                ),
-                key=_part_order,
-            )
-            item["content"] = [
-                {"type": "output_text", "text": text, "annotations": []} for _, text in parts
-            ]
-        item["status"] = "completed"
-        return item
-
-    # -- calls ---------------------------------------------------------------------------------
-
-    def _call_event(
-        self, call: CallItem, kind: str, event: dict[str, Any], out: list[bytes]
-    ) -> None:
-        if kind == call.delta_type:
-            delta = event.get("delta")
-            if isinstance(delta, str):
-                call.add_delta(delta)
-        elif kind == call.done_type:
-            call.add_whole(event.get(call.key))
-            call.closed = True
-        elif call.delivered:
-            self._emit_for(call, event, out)
-        elif not call.dropped:
-            call.extra.append(event)
-        self._advance(call, out)
-
-    def _advance(self, call: CallItem, out: list[bytes]) -> None:
-        """Decide the call once its id can be decided, then send what the client lacks."""
-        if call.dropped:
-            return
-        if not call.delivered and not self._decide(call, out):
-            return
-        piece = call.unsent()
-        if piece:
-            self._emit_for(call, {"type": call.delta_type, "delta": piece}, out)
-        for extra in call.extra:
-            self._emit_for(call, extra, out)
-        call.extra.clear()
-        if call.closed and not call.done_sent:
-            call.finish_text()
-            piece = call.unsent()
-            if piece:
-                self._emit_for(call, {"type": call.delta_type, "delta": piece}, out)
-            self._emit_for(call, {"type": call.done_type, call.key: call.text}, out)
-            call.done_sent = True
-        if call.item_done and call.done_sent and not call.item_sent:
-            final = call.client_item(done=True)
-            self.carry.emit(
-                {"type": "response.output_item.done", "output_index": call.index, "item": final},
-                out,
-            )
-            call.item_sent = True
-            self.carry.items[call.index] = final
-
-    def _emit_for(self, call: CallItem, event: dict[str, Any], out: list[bytes]) -> None:
-        event["item_id"] = call.client_item_id
-        event["output_index"] = call.index
-        self.carry.emit(event, out)
-
-    def _decide(self, call: CallItem, out: list[bytes]) -> bool:
-        """True once the call is delivered (its `output_item.added` sent)."""
-        if not may_decide(self.ids, call):
-            return False  # held: its id waits for its arguments (SPEC §4)
-        if not decide_call(self.ids, self.carry.call_ids, call, self.notes, self._replayed):
-            return False
-        call.index = self.carry.next_index
-        self.carry.next_index += 1
-        added = {"type": "response.output_item.added", "output_index": call.index}
-        self.carry.emit({**added, "item": call.client_item(done=False)}, out)
-        return True
+            self._calls.done(call, item, out)
+        else:
+            self._items.close(upstream, item if isinstance(item, dict) else None, out)
 
     # -- the round's end -----------------------------------------------------------------------
 
     def _finish_items(self, out: list[bytes]) -> None:
         """Every call and item the upstream left open is completed (SPEC §4)."""
-        for call in self._calls.values():
-            call.closed = call.item_done = call.complete = True
-            self._advance(call, out)
-        for upstream in list(self._open):
-            self._close_item(upstream, None, out)
+        self._calls.finish(out)
+        for upstream in self._items.open:
+            self._items.close(upstream, None, out)
 
     def _completed(self, event: dict[str, Any], out: list[bytes]) -> None:
         response = event.get("response")
         if isinstance(response, dict):
             listed = response.get("output")
-            self._upstream_output = listed if isinstance(listed, list) else []
+            self._items.upstream_output = listed if isinstance(listed, list) else []
             self.carry.add_usage(response.get("usage"))
         self._finish_items(out)
         self._adopt_final(response)
         if replays_only(self.ids):
             replays = list(self.ids.choice(0).replays)
-            round_items = [self.carry.items[index] for _, index, _ in self._others]
-            self.followup = RoundFollowup(replays, self._replayed, round_items)
+            round_items = self._items.round_items()
+            self.followup = RoundFollowup(replays, self._calls.replayed, round_items)
             self._go(StreamPhase.DONE)
             return
         kind = (
@@ -450,66 +305,28 @@ class ResponsesStream:
         listed = response.get("output") if isinstance(response, dict) else None
         if not isinstance(listed, list) or not listed:
             return  # nothing newer than the stream (most servers list the items, some not)
-        for index, item in final_items(self._streamed(), listed).items():
+        streamed = [*self._items.streamed(), *self._calls.streamed()]
+        for index, item in final_items(streamed, listed).items():
             self.carry.items[index] = item
 
-    def _streamed(self) -> list[Streamed]:
-        """What the client received in this round, as the upstream named it."""
-        streamed = [
-            Streamed(
-                index,
-                upstream,
-                self.carry.items[index].get("type"),
-                raw_id,
-                None,
-                partial(self._client_other, upstream, index),
-            )
-            for upstream, index, raw_id in self._others
-        ]
-        streamed += [
-            Streamed(
-                call.index, key, call.kind, call.item.get("id"), call.raw_id, call.client_final
-            )
-            for key, call in self._calls.items()
-            if call.item_sent
-        ]
-        return streamed
 
-    def _client_other(self, upstream: object, index: int, final: dict[str, Any]) -> dict[str, Any]:
-        """The upstream's final description of a streamed item that is not a call: over what
-        the stream said, with the id the client saw and the text it got (SPEC §8)."""
-        streamed = self.carry.items[index]
-        item = {**streamed, **final}
-        if "id" in streamed:
-            item["id"] = streamed["id"]
-        else:
-            item.pop("id", None)  # the client saw none
-        if self._text_calls is not None:
-            item = self._text_calls.final_item(upstream, item)
-        return item
-
-    def _recovered(self, upstream: object, calls: list[dict[str, Any]], out: list[bytes]) -> None:
-        """Calls recovered from a message's text become call items after that message."""
-        for n, item in enumerate(calls):
-            key = ("text", upstream, n)
-            call = self._calls[key] = CallItem.start(item)
-            call.closed = call.item_done = call.complete = True
-            self._advance(call, out)
+# Runs of text deltas looked for in one read at most this many times: a read whose deltas
+# keep failing the runs' checks goes to the general path whole, as it would without runs.
+_RUNS_PER_READ = 8
+_TEXT_DELTA_LINE = HEAD[: HEAD.index(b"\n") + 1]
 
 
-def _may_describe(listed: dict[str, Any], added: dict[str, Any]) -> bool:
-    """Can the final list's item at an open item's place be that item: the same type, and
-    not another item's id (a relay may order its final list otherwise)?"""
-    listed_id, added_id = listed.get("id"), added.get("id")
-    return listed.get("type") == added.get("type") and (
-        listed_id == added_id or not listed_id or not added_id
-    )
+def _event_end(data: bytes, pos: int) -> int:
+    """Where the event at `pos` ends (its blank line included), or the end of `data`."""
+    end = data.find(b"\n\n", pos)
+    return end + 2 if end >= 0 else len(data)
 
 
-def _part_order(entry: tuple[object, str]) -> tuple[int, int, str]:
-    """Content parts by index; a part whose index is not a number (bad input) after them."""
-    part = entry[0]
-    return (0, part, "") if isinstance(part, int) else (1, 0, repr(part))
+def _text_delta_end(data: bytes, pos: int) -> int:
+    """Where the first event from `pos` that may be a text delta in OpenAI's framing ends (a
+    lane may open after it), or the end of `data`."""
+    found = data.find(_TEXT_DELTA_LINE, pos)
+    return _event_end(data, found) if found >= 0 else len(data)
 
 
 def upstream_index(event: dict[str, Any]) -> object:

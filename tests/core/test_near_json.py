@@ -2,7 +2,8 @@
 
 Each surface forwards some events as the bytes that came, without parsing them: Chat
 Completions' hot path (`sse_scan`, the fragment lane, the plain start), the Anthropic text lane
-(`TextBlocks.as_came`) and event splitter (`framing.EventReader`), the Responses text lane
+(`TextBlocks.as_came`), its runs of plain deltas taken from a read (`TextBlocks.take_run`)
+and event splitter (`framing.EventReader`), the Responses text lane
 (`TextLane.take`) and splitter. Here their input is events that are almost JSON (truncated,
 with bytes after the object, `{` then garbage, invalid UTF-8, lone surrogate escapes, NaN and
 Infinity, numbers past a double, duplicate keys, nesting at orjson's limit) among well-formed
@@ -51,10 +52,11 @@ from proxy.chat.stream import StreamSanitizer
 from proxy.core.events import Forward, LoopDetected, UpstreamBroken
 from proxy.core.ids import mint_client_id
 from proxy.core.rounds import RouteRules
-from proxy.core.sse import SSEDecoder, utf8_safe
+from proxy.core.sse import utf8_safe
 from proxy.responses.exchange import ResponsesExchange
 from proxy.responses.lane import TextLane
 from tests.core.anthropic import anthropic_wire as aw
+from tests.core.decoder_reader import DecoderReader
 
 # NEAR_JSON_SCALE=20 for a deeper local run: every test's examples times 20 (the default keeps
 # this file well under half a minute).
@@ -556,28 +558,15 @@ def test_numbers_near_a_double_s_limit(number: bytes) -> None:
     assert sse_scan.native_json_line(data) == json_line_py(data)
 
 
-# -- the references' event splitter, for the Anthropic and Responses cores ---------------------
-
-
-class DecoderReader:
-    """The generic SSE decoder in the shape of the surfaces' `EventReader`."""
-
-    def __init__(self) -> None:
-        self._decoder = SSEDecoder()
-
-    def feed(self, data: bytes) -> list[tuple[bytes | None, tuple[bytes, ...]]]:
-        return [(e.data, e.other) for e in self._decoder.feed(data)]
-
-    def end(self) -> list[tuple[bytes | None, tuple[bytes, ...]]]:
-        return [(e.data, e.other) for e in self._decoder.end()]
-
-
 # -- Anthropic Messages -----------------------------------------------------------------------
 
 LS = {"command": "ls"}
 # The history answered `functions.Bash:0`: a call under that raw id again is a replay.
 A_MINTED = mint_client_id(1, 0, "abcd", "functions.Bash:0", "toolu_")
 A_TEXTS = ["plain ", "words", "é", "<", "[TOOL", "a\\b", '"', ""]
+# For the runs taken unparsed: escapes of two characters (taken), `\u0001` (not), the event's
+# type as text.
+A_TEXTS += ["line\nbreak", 'say "hi"', "\x7f", "\u2028", "\x01", "content_block_delta"]
 
 
 @st.composite
@@ -624,6 +613,7 @@ def anthropic_outcome(reads: list[bytes]) -> tuple[Any, ...]:
 def anthropic_parsing_every_event() -> Iterator[None]:
     with (
         mock.patch.object(TextBlocks, "as_came", lambda self, data: False),
+        mock.patch.object(TextBlocks, "take_run", lambda self, data, at: at),
         mock.patch("proxy.anthropic.stream.EventReader", DecoderReader),
     ):
         yield
@@ -727,6 +717,7 @@ def _client_bytes(events: list[Any]) -> bytes:
 def responses_parsing_every_event() -> Iterator[None]:
     with (
         mock.patch.object(TextLane, "take", lambda self, data, carry, out: False),
+        mock.patch.object(TextLane, "take_run", lambda self, data, pos, carry, out: pos),
         mock.patch("proxy.responses.stream.EventReader", DecoderReader),
     ):
         yield
@@ -740,6 +731,56 @@ def test_responses_fast_paths_give_what_parsing_every_event_gives(
     events, reads = case
     with responses_parsing_every_event():
         expected = responses_outcome([b"".join(events)])
+    got = responses_outcome(reads)
+    assert got == expected
+    assert_spec4(_client_bytes(got[0]), events)
+
+
+# Runs of deltas taken from a read at once (proxy/responses/runs.py): long runs, near-JSON
+# events and texts that look like the events' own bytes among them.
+R_RUN_TEXTS = [
+    *R_TEXTS,
+    'a"b',
+    "a\\b",
+    "a\nb",
+    '","sequence_number":3}',
+    '"type":"response.output_text.delta"',
+    "\n\nevent: response.output_text.delta\ndata: {",
+]
+
+
+@st.composite
+def responses_runs(draw: st.DrawFn) -> tuple[list[bytes], list[bytes]]:
+    """A message's many text deltas (a few near-JSON, some numbered otherwise), ended or not."""
+    up = Upstream().created().message(draw(st.sampled_from(R_TEXTS)), done=False)
+    head = up.numbered_events()
+    ref = {"item_id": "msg_0", "output_index": 0, "content_index": 0}
+    deltas = []
+    seq = len(head)
+    for _ in range(draw(st.integers(2, 40))):
+        seq = draw(st.sampled_from([seq, seq + 1, seq + 1, seq + 1, seq + 1, 0]))
+        fields = {"delta": draw(st.sampled_from(R_RUN_TEXTS)), "sequence_number": seq}
+        data = orjson.dumps({"type": "response.output_text.delta", **ref, **fields})
+        if draw(st.integers(0, 9)) == 0:
+            data = draw(near_json(data))
+        deltas.append(b"event: response.output_text.delta\n" + framed(data))
+    tail = Upstream(index=1)
+    if draw(st.booleans()):
+        tail.call("functions.bash:0", '{"command":"ls"}')
+    if draw(st.booleans()):
+        tail.completed()
+    events = [*head, *deltas, *tail.events]
+    return events, draw(cut(b"".join(events)))
+
+
+@fuzz(200)
+@given(case=responses_runs())
+def test_responses_runs_give_what_parsing_every_event_gives(
+    case: tuple[list[bytes], list[bytes]],
+) -> None:
+    events, reads = case
+    with responses_parsing_every_event():
+        expected = responses_outcome(reads)
     got = responses_outcome(reads)
     assert got == expected
     assert_spec4(_client_bytes(got[0]), events)

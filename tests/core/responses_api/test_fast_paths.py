@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from proxy.core.events import ExchangeEvent, LoopDetected, OpenFollowup, UpstreamBroken
 from proxy.core.rounds import RouteRules
-from proxy.core.sse import SSEDecoder
 from proxy.responses.exchange import ResponsesExchange
 from proxy.responses.lane import TextLane
 from responses_api.helpers import Upstream, answered_call, parse, request
+from tests.core.decoder_reader import DecoderReader
 
 KIMI = (
     "<|tool_calls_section_begin|><|tool_call_begin|>functions.bash:0"
@@ -34,19 +34,6 @@ OLD = '{"command":"ls"}'
 # The history answered `functions.bash:0` with OLD: a call repeating it is a replay.
 HISTORY = request(*answered_call("call_0badf00d_functions.bash:0", OLD), model="kimi-k2")
 FINAL = Upstream().created().message("done").completed().numbered()
-
-
-class DecoderReader:
-    """The generic decoder in the shape of the stream's reader: the reference."""
-
-    def __init__(self) -> None:
-        self._decoder = SSEDecoder()
-
-    def feed(self, data: bytes) -> list[tuple[bytes | None, tuple[bytes, ...]]]:
-        return [(e.data, e.other) for e in self._decoder.feed(data)]
-
-    def end(self) -> list[tuple[bytes | None, tuple[bytes, ...]]]:
-        return [(e.data, e.other) for e in self._decoder.end()]
 
 
 def reframed(event: bytes, how: int) -> bytes:
