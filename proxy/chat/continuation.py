@@ -98,47 +98,21 @@ class RoundContent:
         cost once a round could end in a follow-up). `start` spares a copy of the read."""
         self._items.append(_Read(read, start))
 
-    def add_text(self, text: str) -> None:
-        self._items.append(text)
-
     def add_delta(self, delta: dict[str, Any]) -> None:
         """A delta the general path parsed: its text and its reasoning (`add_event` and
         `add_read` keep the bytes of what was not parsed)."""
-        content = delta.get("content")
-        if isinstance(content, str):
-            self._items.append(content)
-        for key in REASONING_FIELDS:
-            value = delta.get(key)
-            if isinstance(value, str):
-                self._items.append(_Reasoning(key, value))
-
-    def text(self) -> str:
-        return self.message()[0]
+        self._items.extend(_delta_parts(delta))
 
     def message(self) -> tuple[str, dict[str, str]]:
         """The round's text and its reasoning by field, from one walk of its events."""
         parts: list[str] = []
         reasoning: dict[str, list[str]] = {}
         for item in self._events():
-            if isinstance(item, str):
-                parts.append(item)
-                continue
-            if isinstance(item, _Reasoning):
-                reasoning.setdefault(item.key, []).append(item.text)
-                continue
-            try:
-                delta = orjson.loads(item)["choices"][0]["delta"]
-            except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
-                continue
-            if not isinstance(delta, dict):
-                continue
-            content = delta.get("content")
-            if isinstance(content, str):
-                parts.append(content)
-            for key in REASONING_FIELDS:
-                value = delta.get(key)
-                if isinstance(value, str):
-                    reasoning.setdefault(key, []).append(value)
+            for part in _event_parts(item) if isinstance(item, bytes) else (item,):
+                if isinstance(part, str):
+                    parts.append(part)
+                else:
+                    reasoning.setdefault(part.key, []).append(part.text)
         return "".join(parts), {key: "".join(texts) for key, texts in reasoning.items()}
 
     def _events(self) -> list[bytes | str | _Reasoning]:
@@ -150,6 +124,26 @@ class RoundContent:
             else:
                 items.append(item)
         return items
+
+
+def _event_parts(data: bytes) -> list[str | _Reasoning]:
+    """What a follow-up repeats of an event kept as its bytes (any JSON may be there)."""
+    try:
+        delta = orjson.loads(data)["choices"][0]["delta"]
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+        return []
+    return _delta_parts(delta) if isinstance(delta, dict) else []
+
+
+def _delta_parts(delta: dict[str, Any]) -> list[str | _Reasoning]:
+    """A delta's text, then its reasoning by field: what a follow-up repeats of it."""
+    content = delta.get("content")
+    parts: list[str | _Reasoning] = [content] if isinstance(content, str) else []
+    for key in REASONING_FIELDS:
+        value = delta.get(key)
+        if isinstance(value, str):
+            parts.append(_Reasoning(key, value))
+    return parts
 
 
 @dataclass(slots=True, unsafe_hash=True, init=False)
