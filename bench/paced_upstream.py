@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import signal
 import sys
 import time
 from typing import cast
@@ -25,7 +23,7 @@ from typing import cast
 import httptools
 
 from bench.paced_wire import PATHS, SCRIPTS, Script, stamp_text
-from bench.upstream import BACKLOG, END, SSE_HEAD, _http_chunk
+from bench.upstream import END, SSE_HEAD, _http_chunk, run_server
 
 DEFAULT_DELTAS = 80
 DEFAULT_RATE = 30.0
@@ -124,17 +122,6 @@ class _Connection(asyncio.Protocol):
         self._stream = _Stream(transport, SCRIPTS[api])
 
 
-async def serve(host: str, port: int) -> None:
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(_Connection, host, port, backlog=BACKLOG)
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    print("ready", flush=True)
-    async with server:
-        await stop.wait()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.paced_upstream", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
@@ -144,13 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _Settings.deltas = args.deltas
     _Settings.interval_s = 1 / args.rate
-    loop_factory = None
-    with contextlib.suppress(ImportError):
-        import uvloop
-
-        loop_factory = uvloop.new_event_loop
-    with asyncio.Runner(loop_factory=loop_factory) as runner:
-        runner.run(serve(args.host, args.port))
+    run_server(args.host, args.port, _Connection)
     return 0
 
 

@@ -27,6 +27,7 @@ import contextlib
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import cast
 
 import httptools
@@ -221,9 +222,12 @@ class _Connection(asyncio.Protocol):
                 transport.close()
 
 
-async def serve(host: str, port: int) -> None:
+async def serve(
+    host: str, port: int, protocol: Callable[[], asyncio.Protocol] | None = None
+) -> None:
+    """Serve `protocol` (this module's canned upstream by default) until SIGTERM or SIGINT."""
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(_Connection, host, port, backlog=BACKLOG)
+    server = await loop.create_server(protocol or _Connection, host, port, backlog=BACKLOG)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -237,14 +241,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args(argv)
+    run_server(args.host, args.port)
+    return 0
+
+
+def run_server(
+    host: str, port: int, protocol: Callable[[], asyncio.Protocol] | None = None
+) -> None:
+    """`serve` on uvloop where it is installed (as the proxy runs), else asyncio's loop."""
     loop_factory = None
     with contextlib.suppress(ImportError):
         import uvloop
 
         loop_factory = uvloop.new_event_loop
     with asyncio.Runner(loop_factory=loop_factory) as runner:
-        runner.run(serve(args.host, args.port))
-    return 0
+        runner.run(serve(host, port, protocol))
 
 
 if __name__ == "__main__":
