@@ -45,7 +45,6 @@ from responses_api.helpers import Upstream, answered_call
 from responses_api.helpers import request as responses_request
 
 from proxy.anthropic.exchange import AnthropicExchange
-from proxy.anthropic.texts import TextBlocks
 from proxy.chat import sse_scan, stream
 from proxy.chat.sse_scan import json_line_py
 from proxy.chat.stream import StreamSanitizer
@@ -54,9 +53,11 @@ from proxy.core.ids import mint_client_id
 from proxy.core.rounds import RouteRules
 from proxy.core.sse import utf8_safe
 from proxy.responses.exchange import ResponsesExchange
-from proxy.responses.lane import TextLane
 from tests.core.anthropic import anthropic_wire as aw
-from tests.core.decoder_reader import DecoderReader
+from tests.core.full_parse import (
+    anthropic_parsing_every_event,
+    responses_parsing_every_event,
+)
 
 # NEAR_JSON_SCALE=20 for a deeper local run: every test's examples times 20 (the default keeps
 # this file well under half a minute).
@@ -609,16 +610,6 @@ def anthropic_outcome(reads: list[bytes]) -> tuple[Any, ...]:
     return result.client, result.followups, exchange.report()
 
 
-@contextlib.contextmanager
-def anthropic_parsing_every_event() -> Iterator[None]:
-    with (
-        mock.patch.object(TextBlocks, "as_came", lambda self, data: False),
-        mock.patch.object(TextBlocks, "take_run", lambda self, data, at: at),
-        mock.patch("proxy.anthropic.stream.EventReader", DecoderReader),
-    ):
-        yield
-
-
 @fuzz(200)
 @given(case=anthropic_streams())
 def test_anthropic_fast_paths_give_what_parsing_every_event_gives(
@@ -711,16 +702,6 @@ def _comparable(events: list[Any]) -> list[object]:
 
 def _client_bytes(events: list[Any]) -> bytes:
     return b"".join(e if isinstance(e, bytes) else getattr(e, "data", b"") for e in events)
-
-
-@contextlib.contextmanager
-def responses_parsing_every_event() -> Iterator[None]:
-    with (
-        mock.patch.object(TextLane, "take", lambda self, data, carry, out: False),
-        mock.patch.object(TextLane, "take_run", lambda self, data, pos, carry, out: pos),
-        mock.patch("proxy.responses.stream.EventReader", DecoderReader),
-    ):
-        yield
 
 
 @fuzz(200)

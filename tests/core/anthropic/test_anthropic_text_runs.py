@@ -5,9 +5,7 @@ generic SSE decoder, and neither the run nor the one-event lane (`as_came`) is t
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 
@@ -37,23 +35,13 @@ from proxy.anthropic.stream import AnthropicStream
 from proxy.anthropic.texts import TextBlocks
 from proxy.core.ids import mint_client_id
 from proxy.core.rounds import RouteRules
-from tests.core.decoder_reader import DecoderReader
+from tests.core.full_parse import anthropic_parsing_every_event as parsing_every_event
 
 LS = {"command": "ls"}
 MINTED = mint_client_id(1, 0, "abcd", "functions.Bash:0", "toolu_")
 HISTORY = [assistant(tool_use(MINTED, "Bash", LS)), results(MINTED)]
 FINAL = start("msg_final") + text(0, "done") + end("end_turn")
 MARKUP = '<tool_call>{"name": "Bash", "arguments": {"command": "ls"}}</tool_call>'
-
-
-@contextlib.contextmanager
-def parsing_every_event() -> Iterator[None]:
-    with (
-        mock.patch.object(TextBlocks, "take_run", lambda self, data, at: at),
-        mock.patch.object(TextBlocks, "as_came", lambda self, data: False),
-        mock.patch("proxy.anthropic.stream.EventReader", DecoderReader),
-    ):
-        yield
 
 
 def outcome(reads: list[bytes]) -> tuple[Any, ...]:

@@ -19,7 +19,7 @@ from proxy.core.rounds import RouteRules
 from proxy.responses.exchange import ResponsesExchange
 from proxy.responses.lane import TextLane
 from responses_api.helpers import Upstream, answered_call, parse, request
-from tests.core.decoder_reader import DecoderReader
+from tests.core.full_parse import DecoderReader
 
 KIMI = (
     "<|tool_calls_section_begin|><|tool_call_begin|>functions.bash:0"

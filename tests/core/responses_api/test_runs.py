@@ -4,9 +4,7 @@ numbers, the text the scanner and the final item see, the follow-up and the note
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-from collections.abc import Iterator
 from itertools import pairwise
 from typing import Any
 from unittest import mock
@@ -20,9 +18,8 @@ from proxy.core.events import ExchangeEvent, LoopDetected, OpenFollowup, Upstrea
 from proxy.core.rounds import RouteRules
 from proxy.responses import runs
 from proxy.responses.exchange import ResponsesExchange
-from proxy.responses.lane import TextLane
 from responses_api.helpers import Upstream, answered_call, parse, request
-from tests.core.decoder_reader import DecoderReader
+from tests.core.full_parse import responses_parsing_every_event as parsing_every_event
 
 OLD = '{"command":"ls"}'
 HISTORY = request(*answered_call("call_0badf00d_functions.bash:0", OLD), model="kimi-k2")
@@ -49,17 +46,6 @@ TEXTS = [
     "\x00",
     "😀",
 ]
-
-
-@contextlib.contextmanager
-def parsing_every_event() -> Iterator[None]:
-    """No lane, no run, the generic decoder: every event parsed."""
-    with (
-        mock.patch.object(TextLane, "take", lambda self, data, carry, out: False),
-        mock.patch.object(TextLane, "take_run", lambda self, data, pos, carry, out: pos),
-        mock.patch("proxy.responses.stream.EventReader", DecoderReader),
-    ):
-        yield
 
 
 def outcome(rounds: list[list[bytes]], rules: RouteRules | None = None) -> tuple[Any, ...]:
