@@ -4,7 +4,7 @@
 that arrived. It is the compiled `proxy.chat._sse_scan` when that was built (memchr walks:
 about 27K instructions for a 23 KB read of the benchmark's events, 60K when usage and markup
 are looked for too; memmem walks took 92K and 219K), else `scan_py` below, which is
-the reference: both give the same flags for any input (tests/core/test_sse_scan.py).
+the reference: both give the same flags for any input (tests/chat/test_sse_scan.py).
 
 The flags:
 - PLAIN: the read is whole one-line `data: {...}` events (it starts with `data: {`, ends with

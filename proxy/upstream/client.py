@@ -290,7 +290,7 @@ class UpstreamClient(httpx.AsyncClient):
     - `build_request` for the proxy's one shape of call (an absolute URL, a header list, bytes
       content): URLs without a query are parsed once, and the client's default headers are
       merged without intermediate `Headers` objects. It builds the same request as httpx's
-      (tests/test_upstream_transport.py compares them); any other call goes to httpx's.
+      (tests/upstream/test_upstream_transport.py compares them); any other call goes to httpx's.
     - `send` goes straight to the transport when httpx's auth, redirect and event-hook layers
       would have nothing to do, which is always for the proxy (they are refused here).
     - `open_raw`, over HttptoolsTransport: the same request as a header list written straight
@@ -510,7 +510,7 @@ def request_headers(
 
     This is what httpx does in `AsyncClient._merge_headers` and `Request._prepare` (private:
     pyproject.toml pins the httpx releases this was checked against, and
-    tests/unit/test_upstream_headers.py fails when either changes): the client's
+    tests/upstream/test_upstream_headers.py fails when either changes): the client's
     defaults the caller did not override, the caller's headers, Host first and the body's
     length last (`Content-Length: 0` second, for a body method without one).
     """

@@ -24,7 +24,20 @@ from unittest import mock
 
 import orjson
 import pytest
-from helpers import (
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from proxy.anthropic.exchange import AnthropicExchange
+from proxy.chat import sse_scan, stream
+from proxy.chat.sse_scan import json_line_py
+from proxy.chat.stream import StreamSanitizer
+from proxy.core.events import Forward, LoopDetected, UpstreamBroken
+from proxy.core.ids import mint_client_id
+from proxy.core.rounds import RouteRules
+from proxy.core.sse import utf8_safe
+from proxy.responses.exchange import ResponsesExchange
+from tests.anthropic import anthropic_wire as aw
+from tests.chat.helpers import (
     Setup,
     assistant,
     calls,
@@ -39,25 +52,12 @@ from helpers import (
     tool_msg,
     usage_chunk,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from responses_api.helpers import Upstream, answered_call
-from responses_api.helpers import request as responses_request
-
-from proxy.anthropic.exchange import AnthropicExchange
-from proxy.chat import sse_scan, stream
-from proxy.chat.sse_scan import json_line_py
-from proxy.chat.stream import StreamSanitizer
-from proxy.core.events import Forward, LoopDetected, UpstreamBroken
-from proxy.core.ids import mint_client_id
-from proxy.core.rounds import RouteRules
-from proxy.core.sse import utf8_safe
-from proxy.responses.exchange import ResponsesExchange
-from tests.core.anthropic import anthropic_wire as aw
 from tests.core.full_parse import (
     anthropic_parsing_every_event,
     responses_parsing_every_event,
 )
+from tests.responses.helpers import Upstream, answered_call
+from tests.responses.helpers import request as responses_request
 
 # NEAR_JSON_SCALE=20 for a deeper local run: every test's examples times 20 (the default keeps
 # this file well under half a minute).

@@ -4,10 +4,10 @@ writes OpenAI's."""
 from __future__ import annotations
 
 import pytest
-from helpers import splittings
 
 import proxy.core.sse
 from proxy.core.sse import DONE_EVENT, SSEDecoder, SSEEvent, SSEFramingError, encode_event
+from tests.chat.helpers import splittings
 
 
 def decode(*reads: bytes, end: bool = True) -> list[SSEEvent]:

@@ -1,7 +1,7 @@
 """Streams the other tests already simulate, as cases for the differential check.
 
-- Built with the core tests' own builders (tests/core/helpers.py for Chat Completions,
-  tests/core/anthropic/anthropic_wire.py, tests/core/responses_api/helpers.py): the shapes
+- Built with the core tests' own builders (tests/chat/helpers.py for Chat Completions,
+  tests/anthropic/anthropic_wire.py, tests/responses/helpers.py): the shapes
   of QUIRKS.md those tests feed the cores, here sent over loopback through the real server.
 - Captured from the built-in simulator (proxy/simulator) over HTTP, one stream and one
   non-streaming body per profile: what the end-to-end tests run agents against.
@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import orjson
 
-from tests.core.anthropic import anthropic_wire as aw
-from tests.core.helpers import (
+from tests.anthropic import anthropic_wire as aw
+from tests.chat.helpers import (
     calls,
     chunk,
     finish,
@@ -26,8 +26,8 @@ from tests.core.helpers import (
     text,
     usage_chunk,
 )
-from tests.core.responses_api.helpers import Upstream, event
 from tests.differential.corpus import RECORDED, Case
+from tests.responses.helpers import Upstream, event
 
 JSON = dict[str, Any]
 ARGS = '{"command":"ls -la"}'
@@ -38,9 +38,9 @@ def _case(name: str, body: bytes, source: str) -> Case:
     return Case(name, body, True, source)
 
 
-# -- Chat Completions (tests/core/helpers.py) -------------------------------------------------
+# -- Chat Completions (tests/chat/helpers.py) -------------------------------------------------
 
-CORE = "tests/core/helpers.py"
+CORE = "tests/chat/helpers.py"
 
 
 def _chat_reference() -> bytes:
@@ -165,9 +165,9 @@ def chat_cases() -> list[Case]:
     return [_case(name, body, CORE) for name, body in built.items()]
 
 
-# -- Anthropic Messages (tests/core/anthropic/anthropic_wire.py) ------------------------------
+# -- Anthropic Messages (tests/anthropic/anthropic_wire.py) ------------------------------
 
-WIRE = "tests/core/anthropic/anthropic_wire.py"
+WIRE = "tests/anthropic/anthropic_wire.py"
 REDACTED = aw.ev(
     {
         "type": "content_block_start",
@@ -275,10 +275,10 @@ def anthropic_cases() -> list[Case]:
     return [_case(name, body, WIRE) for name, body in built.items()]
 
 
-# -- Responses (tests/core/responses_api/helpers.py) ------------------------------------------
+# -- Responses (tests/responses/helpers.py) ------------------------------------------
 
-RESP = "tests/core/responses_api/helpers.py"
-# tests/core/responses_api/test_stream.py's quirks whose stream the SDK itself can read
+RESP = "tests/responses/helpers.py"
+# tests/responses/test_stream.py's quirks whose stream the SDK itself can read
 RESPONSES_QUIRKS: dict[str, JSON] = {
     "kimi-restarted-counter": dict(call_id="functions.bash:0"),
     "whole-arguments-in-added": dict(call_id="functions.bash:0", whole=True, deltas=False),
