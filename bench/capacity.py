@@ -19,6 +19,10 @@ Python pass-through floor (bench.passthrough; not with `--quick`) and nginx rela
 (when installed; a row says so when not).
 
     python -m bench.capacity [--quick] [--apis chat,anthropic,responses] [--out FILE]
+        [--candidates proxy,proxy_workers_2,...] [--steps 40,80,...] [--budget S]
+
+`--candidates` also takes the proxy with one hand-written piece swapped for the library it
+replaces (PIECES): what each piece buys in streams per core.
 
 `--quick` (small N, short streams) takes about a minute and a half; the default about ten.
 Every step is bounded in time, and a run stops stepping past a time budget.
@@ -36,7 +40,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -342,23 +346,46 @@ def _passthrough(upstream: procs.Server, work: Path, plan: Plan) -> Candidate | 
     return procs.start_command("passthrough-capacity", argv, port, work)
 
 
-def _candidates(upstream: procs.Server, work: Path, plan: Plan) -> list[tuple[str, str, Any]]:
-    """(key, label, starter) in the order they run; each starter returns a Server, or a
-    Candidate that says why it did not run."""
-    return [
-        (
-            "proxy",
-            "the proxy, 1 worker",
-            lambda: procs.start_proxy(upstream.port, work, name="proxy-capacity"),
-        ),
-        (
-            "proxy_workers_2",
+def _proxy(upstream: procs.Server, work: Path, name: str, **how: Any) -> procs.Server:
+    return procs.start_proxy(upstream.port, work, name=f"{name}-capacity", **how)
+
+
+# What each piece the proxy hand-writes buys (docs/performance.md, "What each piece buys"):
+# the same proxy with the piece swapped for the library it replaces, one swap per row.
+PIECES: dict[str, tuple[str, dict[str, Any]]] = {
+    "proxy_httptools": (
+        "the proxy on uvicorn's own protocol (--http httptools)",
+        {"extra": ("--http", "httptools")},
+    ),
+    "proxy_variant": ("the proxy's own transport, on the variant launcher", {"transport": "proxy"}),
+    "proxy_httpx": ("the proxy on httpx's own transport", {"transport": "default"}),
+    "proxy_aiohttp": ("the proxy on httpx-aiohttp's transport", {"transport": "aiohttp"}),
+    "proxy_libraries": (
+        "the proxy on uvicorn's protocol and httpx's transport",
+        {
+            "transport": "default",
+            "extra": ("--http", "httptools"),
+        },
+    ),
+}
+DEFAULT_CANDIDATES = ("proxy", "proxy_workers_2", "python_passthrough", "nginx")
+
+
+def _candidates(upstream: procs.Server, work: Path, plan: Plan) -> dict[str, tuple[str, Any]]:
+    """key: (label, starter), in the order they run by default; each starter returns a
+    Server, or a Candidate that says why it did not run."""
+    table: dict[str, tuple[str, Any]] = {
+        "proxy": ("the proxy, 1 worker", lambda: _proxy(upstream, work, "proxy")),
+        "proxy_workers_2": (
             "the proxy, --workers 2",
-            lambda: procs.start_proxy(upstream.port, work, name="proxy-capacity-w2", workers=2),
+            lambda: _proxy(upstream, work, "proxy-w2", workers=2),
         ),
-        ("python_passthrough", PASSTHROUGH, lambda: _passthrough(upstream, work, plan)),
-        ("nginx", "nginx (proxy_buffering off)", lambda: _nginx(upstream, work)),
-    ]
+        "python_passthrough": (PASSTHROUGH, lambda: _passthrough(upstream, work, plan)),
+        "nginx": ("nginx (proxy_buffering off)", lambda: _nginx(upstream, work)),
+    }
+    for key, (label, how) in PIECES.items():
+        table[key] = (label, lambda key=key, how=how: _proxy(upstream, work, key, **how))
+    return table
 
 
 def _run_candidate(
@@ -390,7 +417,9 @@ def _start(key: str, label: str, starter: Any, rewrites: bool) -> Candidate:
     return Candidate(key, label, started, rewrites)
 
 
-def measure(plan: Plan, apis: list[str], work: Path) -> dict[str, Any]:
+def measure(
+    plan: Plan, apis: list[str], work: Path, keys: tuple[str, ...] = DEFAULT_CANDIDATES
+) -> dict[str, Any]:
     deadline = time.monotonic() + plan.budget_s
     port = procs.free_port()
     argv = [sys.executable, "-m", "bench.paced_upstream", "--port", str(port)]
@@ -399,7 +428,9 @@ def measure(plan: Plan, apis: list[str], work: Path) -> dict[str, Any]:
     load = LoadGenerator(work)
     results: dict[str, Any] = {}
     try:
-        for key, label, starter in _candidates(upstream, work, plan):
+        table = _candidates(upstream, work, plan)
+        for key in keys:
+            label, starter = table[key]
             print(f"{label} ...", file=sys.stderr, flush=True)
             # Only the proxy rewrites the tool call's id; the references relay bytes.
             candidate = _start(key, label, starter, rewrites=key.startswith("proxy"))
@@ -524,15 +555,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small N, short streams: a smoke run")
     parser.add_argument("--apis", default=",".join(APIS), help="comma-separated: " + ",".join(APIS))
     parser.add_argument("--out", type=Path, default=RESULTS / "capacity.json")
+    known = (*DEFAULT_CANDIDATES, *PIECES)
+    parser.add_argument(
+        "--candidates",
+        default=",".join(DEFAULT_CANDIDATES),
+        help="comma-separated, in the order to run: " + ",".join(known),
+    )
+    parser.add_argument("--steps", help="comma-separated N to step through (default per plan)")
+    parser.add_argument("--budget", type=float, help="seconds: no new step starts past this")
     args = parser.parse_args(argv)
     apis = [a for a in args.apis.split(",") if a]
     if not apis or any(a not in APIS for a in apis):
         parser.error(f"--apis takes some of {','.join(APIS)}")
+    keys = tuple(k for k in args.candidates.split(",") if k)
+    if not keys or any(k not in known for k in keys):
+        parser.error(f"--candidates takes some of {','.join(known)}")
     plan = QUICK if args.quick else DEFAULT
+    if args.steps:
+        plan = replace(plan, steps=tuple(int(n) for n in args.steps.split(",")))
+    if args.budget:
+        plan = replace(plan, budget_s=args.budget)
     RESULTS.mkdir(parents=True, exist_ok=True)
     env = _environment()
     started = time.monotonic()
-    results = measure(plan, apis, RESULTS)
+    results = measure(plan, apis, RESULTS, keys)
     env["loadavg_end"] = os.getloadavg()
     env["duration_s"] = round(time.monotonic() - started, 1)
     report = Report(

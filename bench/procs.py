@@ -93,6 +93,7 @@ def start_proxy(
     transport: str | None = None,
     workers: int = 1,
     granian: bool = False,
+    extra: Sequence[str] = (),
 ) -> Server:
     """The proxy as users run it (`toolcall-proxy serve --upstream URL --port P`), or with
     another upstream transport (`bench.variant`), or with worker processes, or on granian
@@ -115,6 +116,7 @@ def start_proxy(
         str(port),
         "--drain-timeout",
         "1",
+        *extra,
     ]
     return Server(name, argv, port, log_dir / f"{name}.log")
 

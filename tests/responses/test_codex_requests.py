@@ -15,7 +15,7 @@ import pytest
 
 from proxy.responses.request import offered_tools, translate_request
 
-FIXTURES = Path(__file__).parents[2] / "fixtures" / "codex"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "codex"
 CALLS = ("function_call", "custom_tool_call")
 OUTPUTS = ("function_call_output", "custom_tool_call_output")
 
