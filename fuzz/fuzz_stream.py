@@ -28,8 +28,10 @@ from proxy.chat.sse_scan import CONTENT, MARKUP, USAGE, native_scan, scan_py
 from proxy.chat.stream import StreamSanitizer
 from proxy.core.decide import ResponseIds
 from proxy.core.guard import GuardState
+from proxy.upstream._chunked import Dechunker
 from tests.reliability import test_fuzz_core as properties
 from tests.reliability.invariants import check_stream
+from tests.upstream.test_chunked import by_httptools
 
 POLICIES = ("auto", "always", "collisions", "off")
 HISTORY = {
@@ -86,7 +88,34 @@ def scan_agreement(data: bytes) -> None:
             raise AssertionError(f"scan({data!r}, {want}): native {native}, python {reference}")
 
 
-RAW = [raw_stream, scan_agreement]
+def dechunk_agreement(data: bytes) -> None:
+    """The compiled chunked decoder (proxy/upstream/_chunked.c) reads a response body, cut
+    where the input says, as httptools reads it whole: a body httptools reads to the end is
+    read alike, and a body the decoder reads to the end (bytes past it are `excess`: the
+    connection is then not reused) is what httptools reads from the same bytes without the
+    excess. Neither ever raises anything but a refusal."""
+    provider = atheris.FuzzedDataProvider(data)
+    cuts = sorted(provider.ConsumeIntListInRange(provider.ConsumeIntInRange(0, 8), 0, 4096))
+    body = provider.ConsumeBytes(provider.remaining_bytes())
+    pieces = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True) if b >= a]
+    decoder, read = Dechunker(1 << 20), bytearray()
+    try:
+        for piece in pieces:
+            read += b"".join(decoder.feed(piece))
+    except ValueError:
+        ours: tuple[bytes, bool] | str = "refused"
+    else:
+        ours = (bytes(read), decoder.done)
+    theirs = by_httptools(body)
+    if theirs != "refused" and theirs[1] and ours != theirs:
+        raise AssertionError(f"dechunk({pieces!r}): ours {ours!r}, httptools {theirs!r}")
+    if ours != "refused" and ours[1]:
+        whole = by_httptools(body[: len(body) - decoder.excess])
+        if whole != ours:
+            raise AssertionError(f"dechunk({pieces!r}): ours {ours!r}, httptools {whole!r}")
+
+
+RAW = [raw_stream, scan_agreement, dechunk_agreement]
 
 
 def test_one_input(data: bytes) -> None:
