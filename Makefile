@@ -114,6 +114,9 @@ clean:
 # so); granian, the other ASGI server measured, comes with the bench extra.
 # BENCH_ARGS: e.g. `--runs 3` (the median of three runs of the latency phase), `--quick`.
 BENCH_ARGS ?= --runs 3
+# Then instructions per 200-delta stream under callgrind (valgrind, installed with apt when
+# missing): Chat Completions, Anthropic Messages and Responses through their own cores, and the
+# two bridges beside Chat's exchange on the same upstream stream (text, then ending in a call).
 # Then the capacity: concurrent streams paced like a model (30 deltas/s, a Kimi-id call at the
 # end) on each API, stepped up on one proxy process, on two workers and on nginx (bench/capacity.py).
 CAPACITY_ARGS ?=
@@ -127,9 +130,16 @@ $(VENV)/.bench: pyproject.toml setup.py $(NATIVE) $(COMPILED) | $(BIN)/python
 
 bench: $(VENV)/.bench
 	@command -v wrk >/dev/null 2>&1 && command -v nginx >/dev/null 2>&1 \
-		|| (apt-get update && apt-get install -y wrk nginx) \
-		|| echo "wrk or nginx could not be installed: see the table's notes"
+		&& command -v valgrind >/dev/null 2>&1 \
+		|| (apt-get update && apt-get install -y wrk nginx valgrind) \
+		|| echo "wrk, nginx or valgrind could not be installed: see the table's notes"
 	$(BIN)/python -m bench $(BENCH_ARGS)
+	$(BIN)/python -m bench.anthropic_core
+	$(BIN)/python -m bench.anthropic_core --call
+	$(BIN)/python -m bench.responses_core
+	$(BIN)/python -m bench.responses_core --call
+	$(BIN)/python -m bench.bridge_core
+	$(BIN)/python -m bench.bridge_core --call
 	$(BIN)/python -m bench.capacity $(CAPACITY_ARGS)
 
 # The soak: simulator and proxy as separate processes on loopback, a bounded mixed load of
