@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import orjson
 
@@ -24,13 +23,11 @@ from proxy.core.rounds import RouteRules
 
 WARMUP = 20
 READ_BYTES = 16 * 1024
-_BUILDERS = Path(__file__).resolve().parent.parent / "tests" / "core" / "anthropic"
 
 
 def _stream(call: bool = False) -> tuple[dict[str, object], bytes, list[bytes]]:
-    sys.path.insert(0, str(_BUILDERS))
-    # The tests' own builders (a module of tests/, not a package).
-    from anthropic_wire import end, request, start, text, tool  # type: ignore[import-not-found]
+    # The tests' own builders.
+    from tests.anthropic.anthropic_wire import end, request, start, text, tool
 
     upstream = start() + text(0, *(f"word{i} " for i in range(200)))
     if call:
