@@ -94,6 +94,7 @@ COMPILED = [
     "proxy/server/app.py",
     "proxy/server/asgi.py",
     "proxy/server/exchange_handler.py",
+    "proxy/server/upstream_answer.py",
     "proxy/server/forwarding.py",
     "proxy/server/http_protocol.py",
     "proxy/server/response_head.py",

@@ -32,25 +32,17 @@ from proxy.core.rounds import RouteRules
 from proxy.core.sse import SSEFramingError
 from proxy.core.surface_codec import Exchange, SurfaceCodec
 from proxy.ops.observability import LOGGER, Metrics, RequestLog
-from proxy.server.asgi import Send, send_bytes, with_request_id
-from proxy.server.client_writer import ClientWriter, EventStreamWriter, MessageWriter
+from proxy.server.asgi import Send
+from proxy.server.client_writer import ClientWriter
 from proxy.server.exchange_report import ExchangeReporter
-from proxy.upstream.call import UpstreamResponse, open_upstream, relay
+from proxy.server.upstream_answer import client_writer, refuse
+from proxy.upstream.call import UpstreamResponse, open_upstream
 from proxy.upstream.client import (
-    RESPONSE_DROP,
     UPSTREAM_FAILURES,
-    client_response_headers,
-    headers_without,
     map_upstream_errors,
     timeouts,
     upstream_failure,
 )
-
-DROPPED_HEADER = b"x-toolcall-proxy-dropped-tools"
-SSE_HEADERS = [
-    (b"content-type", b"text/event-stream; charset=utf-8"),
-    (b"cache-control", b"no-cache"),
-]
 
 
 @dataclass(slots=True)
@@ -103,9 +95,9 @@ class ExchangeHandler:
             fields["dropped"] = list(exchange.dropped)
         response = await self._open(req, exchange.upstream_request)
         try:
-            writer = self._writer(req, send, response, exchange)
+            writer = client_writer(req, send, response, exchange)
             if writer is None:
-                return await self._refused(req, response, send)
+                return await refuse(req, response, send, self.metrics)
             if writer.streaming:
                 self.metrics.active_streams.inc()
             try:
@@ -117,31 +109,6 @@ class ExchangeHandler:
         finally:
             if not response.released():
                 await response.aclose()
-
-    @staticmethod
-    def _writer(
-        req: ExchangeRequest, send: Send, response: UpstreamResponse, exchange: Exchange
-    ) -> ClientWriter | None:
-        """How this answer reaches the client; None: relayed as it came (SPEC §6)."""
-        if not 200 <= response.status_code < 300:
-            return None
-        content_type = response.content_type()
-        if "text/event-stream" in content_type:
-            headers = headers_without(response.headers, _EVENT_STREAM_DROP)
-            return EventStreamWriter(
-                send,
-                with_request_id([*SSE_HEADERS, *headers, *_dropped(exchange)], req.request_id),
-                render=exchange.stream_error,
-                loop_in_stream=req.codec.loop_in_stream,
-            )
-        if "json" in content_type or not content_type:
-            headers = headers_without(response.headers, _MESSAGE_DROP)
-            return MessageWriter(
-                send,
-                response.status_code,
-                with_request_id([*headers, *_dropped(exchange)], req.request_id),
-            )
-        return None
 
     async def _open(self, req: ExchangeRequest, content: bytes) -> UpstreamResponse:
         """Send one round's request; its time to the response head is observed on its own
@@ -160,40 +127,6 @@ class ExchangeHandler:
             req.log.mark_first_byte()
             self.metrics.ttfb.observe(req.log.ttfb or 0.0)
         return response
-
-    async def _refused(self, req: ExchangeRequest, response: UpstreamResponse, send: Send) -> int:
-        """An answer the exchange cannot read (non-2xx, unknown content) reaches the client
-        unchanged (SPEC §6), or in its own API's shape over a bridge (SPEC §9)."""
-        if req.codec.upstream_error is not None:
-            return await self._translated_error(req, response, send)
-        return await self._relay(req, response, send)
-
-    async def _translated_error(
-        self, req: ExchangeRequest, response: UpstreamResponse, send: Send
-    ) -> int:
-        """SPEC §9: a bridged upstream's error answer in the client's error shape, its status
-        and message kept."""
-        status = response.status_code
-        render = req.codec.upstream_error
-        assert render is not None
-        body = render(status, await response.read())
-        headers = with_request_id([(b"content-type", b"application/json")], req.request_id)
-        await send_bytes(send, status, body, headers)
-        if status >= 500 or status == 429:
-            self.metrics.upstream_errors.labels(f"status_{status}").inc()
-        return status
-
-    async def _relay(self, req: ExchangeRequest, response: UpstreamResponse, send: Send) -> int:
-        """Non-2xx (or unknown content): status, headers and body unchanged (SPEC §6)."""
-        failure = await relay(
-            response, send, client_response_headers(response.headers, keep_length=False)
-        )
-        if failure is not None:
-            self.metrics.stream_failed(req.log, failure)
-            return response.status_code
-        if response.status_code >= 500 or response.status_code == 429:
-            self.metrics.upstream_errors.labels(f"status_{response.status_code}").inc()
-        return response.status_code
 
     # -- the rounds: one loop, streaming or not ---------------------------------------------------
 
@@ -257,7 +190,7 @@ class ExchangeHandler:
                 ),
             )
         else:
-            await self._refused(req, response, writer.send)
+            await refuse(req, response, writer.send, self.metrics)
         return False
 
     async def _stream_round(
@@ -419,16 +352,3 @@ async def _drain(response: UpstreamResponse, chunks: AsyncIterator[bytes]) -> No
                         return
     except (TimeoutError, ProxyError):
         return  # the response is closed unread, and so is its connection
-
-
-# The upstream's headers for a body the proxy re-encodes: it is sent decoded, so its
-# content-encoding goes, and so do the headers the proxy sets itself.
-def _dropped(exchange: Exchange) -> list[tuple[bytes, bytes]]:
-    """SPEC §9: what a bridge left out of the upstream request, named to the client."""
-    if not exchange.dropped:
-        return []
-    return [(DROPPED_HEADER, ", ".join(exchange.dropped).encode())]
-
-
-_EVENT_STREAM_DROP = RESPONSE_DROP | {b"content-encoding", b"content-type", b"cache-control"}
-_MESSAGE_DROP = RESPONSE_DROP | {b"content-encoding", b"content-type"}
