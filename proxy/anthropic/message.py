@@ -22,7 +22,7 @@ from proxy.core.guard import Replay
 from proxy.core.ids import normalize_raw_id
 from proxy.core.jsontext import dumps
 from proxy.core.notes import DeltaRepaired, Note
-from proxy.core.textcalls import TextCallScanner
+from proxy.core.textcalls import Segment, TextCallScanner
 
 
 @dataclass(slots=True)
@@ -82,7 +82,7 @@ class _Content:
             self.out.append(block)
             return
         scanner = TextCallScanner(self.ids.facts.offered_tools)
-        segments = [*scanner.feed(value), *scanner.end()]
+        segments = _joined([*scanner.feed(value), *scanner.end()])
         if len(segments) == 1 and segments[0] == value:
             self.out.append(block)
             return
@@ -95,6 +95,20 @@ class _Content:
             raw_id = normalize_raw_id(segment.raw_id)
             tool = ToolBlock(raw_id, segment.name, whole=segment.arguments)
             self.tool({"type": "tool_use"}, tool)
+
+
+def _joined(segments: list[Segment]) -> list[Segment]:
+    """Adjacent text as one piece: the stream sends the text between two calls as one block
+    (texts.py), and so does a whole message. The scanner's `feed` and `end` each hand back
+    merged pieces, but the last of one and the first of the other may be adjacent (text
+    ending in a `<` it held): two blocks there would split the model's text in two."""
+    out: list[Segment] = []
+    for segment in segments:
+        if isinstance(segment, str) and out and isinstance(out[-1], str):
+            out[-1] += segment
+        else:
+            out.append(segment)
+    return out
 
 
 def sanitize_message(

@@ -171,11 +171,15 @@ class Choices:
                 continue
             emitted: list[dict[str, Any]] = []
             released = self._finish(state, emitted)
-            reason = self._finish_reason(state, None) or "stop"
-            if self._asks_followup(state):
-                self.replays_only = True
-                break
             delta: dict[str, Any] = {"content": released} if released else {}
+            if self._asks_followup(state):
+                # SPEC §5: the round's finish is not forwarded, but the text its scanner held
+                # until now is: the follow-up continues the message after it.
+                self.replays_only = True
+                if released:
+                    out.append({"index": index, "delta": delta, "finish_reason": None})
+                break
+            reason = self._finish_reason(state, None) or "stop"
             if emitted:
                 delta["tool_calls"] = merge_fragments(emitted)
             out.append({"index": index, "delta": delta, "finish_reason": reason})
@@ -269,6 +273,10 @@ class Choices:
         if state.scanner is not None:
             released = self._text_segments(state, state.scanner.end(), out)
             self.holding_text = self._held_text()
+            if released and self._content is not None:
+                # What a follow-up request repeats (SPEC §5): the delta this text joins, if
+                # any, was added before the finish released it.
+                self._content.add_delta({"content": released})
         if state.calls is not None:
             state.calls.finish(out)
         return released

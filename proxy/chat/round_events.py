@@ -279,7 +279,7 @@ class RoundEvents:
             self._go(_REPLAYS_ONLY)
             if send:
                 round_.add_usage(chunk.get("usage"))
-            return _DROP
+            return _REWRITTEN if send and _shown_part(chunk) else _DROP
         if not send:
             return _DROP
         return _REWRITTEN if changed else _FORWARD
@@ -300,3 +300,19 @@ class RoundEvents:
         self._go(_ROUND_END)
         out.append(DONE_EVENT)
         return out
+
+
+def _shown_part(chunk: dict[str, Any]) -> bool:
+    """The chunk that made its round replay-only, cut in place to what the client must still
+    see (SPEC §5: the follow-up continues the same message, nothing lost): its text (its own,
+    and what the text-call scanner held until the finish released it) and whatever else its
+    choices show, without their finish and without usage (summed into the carry), which a
+    replay-only round does not forward. False: nothing in it shows anything (dropped)."""
+    chunk.pop("usage", None)
+    choices = chunk.get("choices")
+    if not isinstance(choices, list):
+        return False
+    for choice in choices:
+        if isinstance(choice, dict):
+            choice["finish_reason"] = None
+    return not shows_nothing(chunk)

@@ -67,6 +67,12 @@ class RoundItems:
         events = [event]
         if self.text_calls is not None and kind in TEXT_EVENTS:
             events = self.text_calls.rewrite(upstream, event)
+        self._send(upstream, events, out)
+        if parsed is not None and len(events) == 1:
+            self.lane = self._text_lane(upstream, parsed, events[0])
+
+    def _send(self, upstream: object, events: list[dict[str, Any]], out: list[bytes]) -> None:
+        """The item's events as the client gets them: its ids and numbers, its text kept."""
         index = self.client_index(upstream)
         renamed = self._renamed.get(upstream)
         for each in events:
@@ -78,12 +84,14 @@ class RoundItems:
                 self._texts.setdefault((upstream, part), []).append(delta)
             each["output_index"] = index
             self.carry.emit(each, out)
-        if parsed is not None and len(events) == 1:
-            self.lane = self._text_lane(upstream, parsed, events[0])
 
     def close(self, upstream: object, item: dict[str, Any] | None, out: list[bytes]) -> None:
         """An item's end: the client's `output_item.done`, and its place in the output."""
         added = self._open.pop(upstream, None)
+        if self.text_calls is not None and added is not None:
+            # A message that ends without its parts' `.done` events: the text their
+            # scanners still hold goes out before its end (SPEC §8: nothing is dropped).
+            self._send(upstream, self.text_calls.rest(upstream, added.get("id")), out)
         final = item if item is not None else self._fallback_item(upstream, added)
         raw_id = final.get("id")
         if upstream in self._renamed:

@@ -76,6 +76,18 @@ class MessageTextCalls:
         if calls:
             self._recovered(upstream, calls, out)
 
+    def rest(self, upstream: object, item_id: object) -> list[dict[str, Any]]:
+        """The message at `upstream` ends without its parts' `output_text.done` (an upstream
+        that sends only `output_item.done`, or a body that ends): the text its scanners still
+        hold, as the deltas that send it. A part whose `.done` came has none left."""
+        out = []
+        for key in [k for k in self._scanners if k[0] == upstream]:
+            text = self._take(upstream, key, self._scanners[key].end())
+            if text:
+                ref = {"item_id": item_id, "output_index": upstream, "content_index": key[1]}
+                out.append(self._delta_like(ref, text))
+        return out
+
     def part(
         self, upstream: object, event: dict[str, Any]
     ) -> tuple[TextCallScanner, list[str]] | None:
