@@ -53,7 +53,7 @@ class LaterId(Enum):  # what a call's deltas after the first carry as `id`
     FRESH = "fresh"  # a new random id on every delta
 
 
-class Replay(Enum):
+class ReplayMode(Enum):
     NONE = "none"
     ONCE = "once"  # round 2 re-emits round 1's call, exactly once per conversation
     LOOP = "loop"  # every turn after round 1 re-emits the latest call, forever
@@ -108,13 +108,13 @@ class Profile:
     done_events: bool = True
     item_ids: bool = True
     loop_preamble: bool = False  # a looping model still writes its preamble before the call
-    replay: Replay = Replay.NONE
+    replay: ReplayMode = ReplayMode.NONE
     replay_id: ReplayId = ReplayId.HISTORY
     # The replay follows this many tool rounds and re-emits the latest call: after round 1 a
     # restarted counter would give the replay the id the history already has (`:0`). Also an
     # option, so a scripted task (`SCRIPT_PREFIX`) can put the replayed call in any round.
     replay_after: int = 1
-    polls: int = 6  # Replay.POLL: how often the polled call is made in all
+    polls: int = 6  # ReplayMode.POLL: how often the polled call is made in all
     kimi_history_check: bool = False  # leak raw markup when history ids are not Kimi's own
     leak: str | None = None  # a server with its tool parser off: calls arrive as this markup
     fault: Fault | None = None
@@ -215,9 +215,9 @@ _ALL = (
     Profile(name="final-flush", final_flush=True),
     Profile(name="no-finish", terminate=False),
     Profile(name="no-block-stop", block_stop=False),
-    Profile(name="replay-once", id_style=IdStyle.NAME_INDEX, replay=Replay.ONCE),
-    Profile(name="replay-loop", id_style=IdStyle.NAME_INDEX, replay=Replay.LOOP),
-    Profile(name="replay-mixed", id_style=IdStyle.NAME_INDEX, replay=Replay.MIXED),
+    Profile(name="replay-once", id_style=IdStyle.NAME_INDEX, replay=ReplayMode.ONCE),
+    Profile(name="replay-loop", id_style=IdStyle.NAME_INDEX, replay=ReplayMode.LOOP),
+    Profile(name="replay-mixed", id_style=IdStyle.NAME_INDEX, replay=ReplayMode.MIXED),
     # The same replays under an id from a counter that restarts every response.
     *(
         Profile(
@@ -227,12 +227,12 @@ _ALL = (
             replay_id=ReplayId.RESTARTED,
             replay_after=2,
         )
-        for mode in (Replay.ONCE, Replay.LOOP)
+        for mode in (ReplayMode.ONCE, ReplayMode.LOOP)
     ),
     # The same call under a fresh id every turn, forever (a model that lost track), and the
     # same call made `polls` times by a model that waits for something, then moves on.
-    Profile(name="repeat-forever", replay=Replay.LOOP, replay_id=ReplayId.FRESH),
-    Profile(name="poll-until-done", replay=Replay.POLL, replay_id=ReplayId.FRESH),
+    Profile(name="repeat-forever", replay=ReplayMode.LOOP, replay_id=ReplayId.FRESH),
+    Profile(name="poll-until-done", replay=ReplayMode.POLL, replay_id=ReplayId.FRESH),
     Profile(name="dup-in-response", id_style=IdStyle.NAME_INDEX, duplicate_call=True),
     # Responses servers that leave out item ids, or every `.done` event and the completion.
     Profile(name="no-item-ids", id_style=IdStyle.KIMI_RESPONSE, item_ids=False),
@@ -241,7 +241,7 @@ _ALL = (
     Profile(
         name="replay-loop-chatty",
         id_style=IdStyle.NAME_INDEX,
-        replay=Replay.LOOP,
+        replay=ReplayMode.LOOP,
         loop_preamble=True,
     ),
     # Tool parser off: the calls arrive inside `content` as each model family's markup.
@@ -296,7 +296,7 @@ def profile_for_model(model: str) -> Profile:
     # profile keeps its random ids: a Kimi-shaped id could be one the history holds. After the
     # options, since `replay` and `replay_id` may be among them.
     fresh = profile.replay_id is ReplayId.FRESH
-    if profile.replay is not Replay.NONE and not fresh and "kimi" in model.lower():
+    if profile.replay is not ReplayMode.NONE and not fresh and "kimi" in model.lower():
         restarted = profile.replay_id is ReplayId.RESTARTED
         style = IdStyle.KIMI_RESPONSE if restarted else IdStyle.KIMI_HISTORY
         profile = replace(profile, id_style=style)
@@ -513,7 +513,7 @@ def plan_reply(profile: Profile, body: JSON) -> Reply:
     kimi_ok = _kimi_history_ok(history.calls) if profile.kimi_history_check else None
     tools = _tools(body.get("tools"))
     done, rnd = len(history.calls), history.fresh_rounds + 1
-    if profile.replay is Replay.POLL and rnd == profile.replay_after:
+    if profile.replay is ReplayMode.POLL and rnd == profile.replay_after:
         tools = _waiting_first(tools)  # the round that will be polled: a waiting tool if any
     script = _script(messages)
     rounds = len(script) if script else profile.rounds
@@ -530,7 +530,7 @@ def plan_reply(profile: Profile, body: JSON) -> Reply:
             calls = (fresh(0),) * 2
         else:
             calls = tuple(fresh(i) for i in range(profile.calls_per_round))
-    looping = profile.replay is Replay.LOOP and history.call_rounds >= profile.replay_after
+    looping = profile.replay is ReplayMode.LOOP and history.call_rounds >= profile.replay_after
     return _reply_with(profile, calls, done, kimi_ok, looping)
 
 
@@ -541,17 +541,17 @@ def _replay_round(
     every turn after `replay_after` call rounds (LOOP), while the call after them has been
     made fewer than `polls` times in a row (POLL), or once, right after them."""
     mode, after = profile.replay, profile.replay_after
-    if mode is Replay.NONE or history.call_rounds < after:
+    if mode is ReplayMode.NONE or history.call_rounds < after:
         return None
-    if mode is Replay.POLL:
+    if mode is ReplayMode.POLL:
         # Only the call of round `after`: once the model has moved on it polls no more.
         polling = history.fresh_rounds == after and history.trailing < profile.polls
         if not polling:
             return None
-    elif mode is not Replay.LOOP and history.call_rounds != after:
+    elif mode is not ReplayMode.LOOP and history.call_rounds != after:
         return None
     again = _replayed(profile, history.calls[-1], 0, len(history.calls))
-    return (again, fresh(1)) if mode is Replay.MIXED else (again,)
+    return (again, fresh(1)) if mode is ReplayMode.MIXED else (again,)
 
 
 def _reply_with(

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from proxy.simulator import SimulatorLog, create_simulator_app, profile_for_model
-from proxy.simulator.profiles import IdStyle, Replay, ReplayId
+from proxy.simulator.profiles import IdStyle, ReplayId, ReplayMode
 
 JSON = dict[str, Any]
 CHAT_ONLY = "kimi-k2/kimi-chat-only"
@@ -58,13 +58,13 @@ async def _answer(client: httpx.AsyncClient, model: str, messages: list[JSON]) -
 def test_replay_options_combine_with_another_profile() -> None:
     once = profile_for_model(f"{CHAT_ONLY}+replay=once+replay_after=2")
     assert (once.name, once.chat_only, once.reasoning_required) == ("kimi-chat-only", True, True)
-    assert (once.replay, once.replay_id, once.replay_after) == (Replay.ONCE, ReplayId.HISTORY, 2)
+    assert (once.replay, once.replay_id, once.replay_after) == (ReplayMode.ONCE, ReplayId.HISTORY, 2)
     # A Kimi model's replay keeps Kimi's id shapes, as for the replay profiles themselves.
     assert once.id_style is IdStyle.KIMI_HISTORY
     loop = profile_for_model(f"{CHAT_ONLY}+replay=loop+replay_id=restarted")
-    assert (loop.replay, loop.replay_id) == (Replay.LOOP, ReplayId.RESTARTED)
+    assert (loop.replay, loop.replay_id) == (ReplayMode.LOOP, ReplayId.RESTARTED)
     assert loop.id_style is IdStyle.KIMI_RESPONSE
-    assert profile_for_model(CHAT_ONLY).replay is Replay.NONE
+    assert profile_for_model(CHAT_ONLY).replay is ReplayMode.NONE
     for bad in ("replay=twice", "replay_id=", "replay=ONCE", "replay"):
         with pytest.raises(ValueError, match="simulator option"):
             profile_for_model(f"{CHAT_ONLY}+{bad}")

@@ -24,7 +24,7 @@ import pytest
 from proxy.config.load import Route, Settings
 from proxy.server.app import create_app
 from proxy.simulator import create_simulator_app, profile_for_model
-from proxy.simulator.profiles import IdStyle, Replay, ReplayId
+from proxy.simulator.profiles import IdStyle, ReplayId, ReplayMode
 from tests.servers import ServerThread, serving
 
 JSON = dict[str, Any]
@@ -205,13 +205,13 @@ def proxy(simulator: ServerThread) -> Iterator[ServerThread]:
 def test_profiles_and_options() -> None:
     forever = profile_for_model("repeat-forever")
     assert (forever.replay, forever.replay_id, forever.replay_after) == (
-        Replay.LOOP,
+        ReplayMode.LOOP,
         ReplayId.FRESH,
         1,
     )
     poll = profile_for_model("poll-until-done+polls=3+replay_after=2")
     assert (poll.replay, poll.replay_id, poll.polls, poll.replay_after) == (
-        Replay.POLL,
+        ReplayMode.POLL,
         ReplayId.FRESH,
         3,
         2,
