@@ -32,7 +32,7 @@ from setuptools.command.build_ext import build_ext
 # its arguments' types: a test's stand-in must be of the class it stands for.
 #
 # The shell (from `proxy/server/app.py` on: the app, the exchange handler, the upstream client and
-# transport, the server's HTTP protocol, the request's log line and metrics) is compiled too.
+# transport, the request's log line and metrics) is compiled too.
 # Alone, its round loop's coroutines cost more compiled than interpreted (307,850 instructions
 # for the small request against 303,800), but compiled with all it calls the small request
 # went from 295,886 to 220,909 (docs/performance.md, "Instructions per request"). What that asks of it:
@@ -96,8 +96,6 @@ COMPILED = [
     "proxy/server/exchange_handler.py",
     "proxy/server/upstream_answer.py",
     "proxy/server/forwarding.py",
-    "proxy/server/http_protocol.py",
-    "proxy/server/response_head.py",
     "proxy/ops/observability.py",
     "proxy/server/progress.py",
     "proxy/config/settings.py",

@@ -353,20 +353,9 @@ def _proxy(upstream: procs.Server, work: Path, name: str, **how: Any) -> procs.S
 # What each piece the proxy hand-writes buys (docs/performance.md, "What each piece buys"):
 # the same proxy with the piece swapped for the library it replaces, one swap per row.
 PIECES: dict[str, tuple[str, dict[str, Any]]] = {
-    "proxy_httptools": (
-        "the proxy on uvicorn's own protocol (--http httptools)",
-        {"extra": ("--http", "httptools")},
-    ),
     "proxy_variant": ("the proxy's own transport, on the variant launcher", {"transport": "proxy"}),
     "proxy_httpx": ("the proxy on httpx's own transport", {"transport": "default"}),
     "proxy_aiohttp": ("the proxy on httpx-aiohttp's transport", {"transport": "aiohttp"}),
-    "proxy_libraries": (
-        "the proxy on uvicorn's protocol and httpx's transport",
-        {
-            "transport": "default",
-            "extra": ("--http", "httptools"),
-        },
-    ),
 }
 DEFAULT_CANDIDATES = ("proxy", "proxy_workers_2", "python_passthrough", "nginx")
 

@@ -3,8 +3,8 @@ the benchmark's requests itself (no upstream, no JSON work).
 
 Whatever the proxy adds beyond this row is its own work; what this row adds over direct is
 the server's, which no change to the proxy's handlers can remove. It runs the HTTP protocol the
-proxy runs (`--http`, default the proxy's own default), so the floor stays a fair reference.
-Run as `python -m bench.floor PORT [--http lean|httptools]`.
+proxy runs (`OpenAIErrorHttpProtocol`), so the floor stays a fair reference.
+Run as `python -m bench.floor PORT`.
 """
 
 from __future__ import annotations
@@ -61,21 +61,17 @@ def main(argv: list[str]) -> int:
 
     import uvicorn
 
-    from proxy.config.options import OPTION
-    from proxy.server.draining import http_protocol
+    from proxy.server.draining import OpenAIErrorHttpProtocol
 
     parser = argparse.ArgumentParser(prog="python -m bench.floor")
     parser.add_argument("port", type=int)
-    parser.add_argument(
-        "--http", choices=OPTION["http"].kind.choices, default=OPTION["http"].default
-    )
     args = parser.parse_args(argv)
     uvicorn.run(
         app,
         host="127.0.0.1",
         port=args.port,
         loop="uvloop",
-        http=http_protocol(args.http),  # as proxy.cli.main runs it
+        http=OpenAIErrorHttpProtocol,  # as proxy.cli.main runs it
         log_level="warning",
         access_log=False,
         proxy_headers=False,  # as proxy.cli.main runs it

@@ -10,17 +10,13 @@ configures it (the JSON request line at the default level, info), written to /de
     python -m bench.inprocess [KIND] --profile           cProfile of N requests, top 30
     python -m bench.inprocess [KIND] --instructions      instructions per request
     python -m bench.inprocess [KIND] --floor ...          the same without the proxy
-    python -m bench.inprocess [KIND] --receive-watch ...  without the disconnect extension
 
 KIND is nothing (a small non-streaming request), `--stream` (200 content deltas) or
 `--stream-toolcall` (200 content deltas, then a Kimi-style tool call whose id the proxy
 rewrites, as agents get from a Kimi-like upstream: bench.upstream's `bench-kimi`).
 
-The scope offers the disconnect extension of the proxy's own HTTP protocol
-(`proxy.server.asgi.DISCONNECT_EXTENSION`), as the server the proxy runs by default does, so the
-app watches for a client leaving as it does there; its callback is kept, never called (no
-client leaves). `--receive-watch` leaves it out: the app then watches with a waiting
-`receive()`, as under uvicorn's own protocols (`--http httptools`).
+The app watches for a client leaving with a waiting `receive()`, as under uvicorn: here
+`receive()` waits on an asyncio.Event the response's end sets (no client leaves).
 
 `--instructions` runs this module twice under `valgrind --tool=callgrind` (at N and 3N
 requests, after the same warm-up) and prints the difference per request. Unlike time on a
@@ -52,7 +48,6 @@ from bench.upstream import TOOLCALL_ID, serve
 from proxy.config.load import Route, Settings
 from proxy.ops.observability import LOGGER, configure_logging
 from proxy.server.app import create_app
-from proxy.server.asgi import DISCONNECT_EXTENSION
 from proxy.upstream.transport import HttptoolsTransport, RawResponse, request_head
 from tests.servers import free_port
 
@@ -78,10 +73,9 @@ def _body(kind: str) -> bytes:
 
 
 def _request(
-    app: Any, body: bytes, sink: list[bytes] | None = None, extension: bool = True
+    app: Any, body: bytes, sink: list[bytes] | None = None
 ) -> Callable[[], Awaitable[None]]:
-    """One request to the app; what it answers is kept in `sink` when one is given.
-    `extension`: the scope offers the disconnect extension (see the module doc)."""
+    """One request to the app; what it answers is kept in `sink` when one is given."""
     scope: dict[str, Any] = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -117,9 +111,6 @@ def _request(
             if message["type"] == "http.response.body" and not message.get("more_body"):
                 done.set()
 
-        if extension:  # per request, as the server's; the callback is kept, as it keeps it
-            kept: list[Callable[[], object]] = []
-            scope["extensions"] = {DISCONNECT_EXTENSION: kept.append}
         await app(scope, receive, send)
         if not done.is_set():
             raise RuntimeError("the app returned without ending its response")
@@ -127,9 +118,7 @@ def _request(
     return one
 
 
-async def _run(
-    kind: str, requests: int, profile: bool, floor: bool = False, extension: bool = True
-) -> float:
+async def _run(kind: str, requests: int, profile: bool, floor: bool = False) -> float:
     port = free_port()
     upstream = asyncio.create_task(serve("127.0.0.1", port))
     for _ in range(200):  # until the upstream listens (bounded: 2 s)
@@ -150,8 +139,8 @@ async def _run(
         for handler in LOGGER.handlers:
             cast(logging.StreamHandler[Any], handler).setStream(sink)
         app = create_app(settings)
-        await _check(app, kind, extension)
-        one = _request(app, _body(kind), extension=extension)
+        await _check(app, kind)
+        one = _request(app, _body(kind))
         return await _measure(one, requests, profile, upstream)
 
 
@@ -202,10 +191,10 @@ async def _measure(
         upstream.cancel()
 
 
-async def _check(app: Any, kind: str, extension: bool) -> None:
+async def _check(app: Any, kind: str) -> None:
     """A benchmark that times errors measures nothing: the answer is the expected one."""
     sink: list[bytes] = []
-    await _request(app, _body(kind), sink, extension)()
+    await _request(app, _body(kind), sink)()
     answer = b"".join(sink)
     expected = {
         "small": b'"finish_reason":"stop"',
@@ -216,11 +205,10 @@ async def _check(app: Any, kind: str, extension: bool) -> None:
         raise RuntimeError(f"unexpected answer to the {KINDS[kind]}: {answer[-400:]!r}")
 
 
-def _instructions(kind: str, requests: int, floor: bool = False, extension: bool = True) -> int:
+def _instructions(kind: str, requests: int, floor: bool = False) -> int:
     """Instructions per request: callgrind totals at N and 3N requests, differenced."""
     flags = [] if kind == "small" else ["--stream" if kind == "stream" else "--stream-toolcall"]
     flags += ["--floor"] if floor else []
-    flags += [] if extension else ["--receive-watch"]
     return per_unit(lambda n: ["bench.inprocess", "--requests", str(n), *flags], requests)
 
 
@@ -273,25 +261,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="no proxy: the same request by the proxy's transport, straight to the upstream",
     )
-    parser.add_argument(
-        "--receive-watch",
-        action="store_true",
-        help="no disconnect extension in the scope: the app watches with receive(), as under"
-        " uvicorn's own protocols",
-    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--profile", action="store_true", help="cProfile, top 30 by own time")
     mode.add_argument("--instructions", action="store_true", help="callgrind, per request")
     args = parser.parse_args(argv)
     kind = kind_of(args)
     what = f"{KINDS[kind]}{' without the proxy (--floor)' if args.floor else ''}"
-    what += " (receive() watch)" if args.receive_watch and not args.floor else ""
-    extension = not args.receive_watch
     if args.instructions:
-        count = _instructions(kind, min(args.requests, 100), args.floor, extension)
+        count = _instructions(kind, min(args.requests, 100), args.floor)
         print(f"instructions per {what}: {count:,}")
         return 0
-    cpu_us = uvloop.run(_run(kind, args.requests, args.profile, args.floor, extension))
+    cpu_us = uvloop.run(_run(kind, args.requests, args.profile, args.floor))
     print(f"CPU per {what}: {cpu_us:.0f} us (app, client, transport and upstream)")
     return 0
 

@@ -8,14 +8,12 @@ cycle, the event loop's callbacks and the log line's write; the kernel's share o
 calls is not counted (only their libc wrappers). The upstream runs outside valgrind.
 
     python -m bench.serverprocess [--stream | --stream-toolcall] [--floor | --passthrough]
-                                  [--requests N] [--http lean|httptools]
+                                  [--requests N] [--syscalls]
 
 `--floor` counts the uvicorn floor (`bench.floor`: uvicorn run as the proxy runs it, with an
 app that answers by itself): what uvicorn costs per request before the proxy does anything.
 `--passthrough` counts the pass-through relay (`bench.passthrough`: bytes relayed on uvloop,
-the least a Python proxy can do; it has no `--http`).
-`--http` picks the server's HTTP protocol for the proxy or the uvicorn floor (default: the
-proxy's default).
+the least a Python proxy can do).
 `--syscalls` counts system calls per request instead (`strace -c -f`, differenced the same
 way): what the kernel is asked to do, which callgrind does not see.
 The count is printed with its split by shared object (libpython is interpreted Python: ours
@@ -38,7 +36,6 @@ from typing import NamedTuple
 from bench import procs
 from bench.client import Connection, chat_body, chat_request, toolcall_body
 from bench.inprocess import add_kind_flags, kind_of
-from proxy.config.options import OPTION
 
 WARMUP = 50
 # Valgrind runs the interpreter about 50x slower: starting the server takes a while.
@@ -67,15 +64,15 @@ def _send(port: int, request: bytes, count: int) -> None:
         connection.close()
 
 
-def _server_argv(upstream_port: int, port: int, server: str, http: str) -> list[str]:
+def _server_argv(upstream_port: int, port: int, server: str) -> list[str]:
     if server == "floor":
-        return [sys.executable, "-m", "bench.floor", str(port), "--http", http]
+        return [sys.executable, "-m", "bench.floor", str(port)]
     if server == "passthrough":
         return [sys.executable, "-m", "bench.passthrough", str(upstream_port), str(port)]
     return [
         sys.executable,
         *("-m", "proxy", "serve", "--upstream", f"http://127.0.0.1:{upstream_port}/v1"),
-        *("--host", "127.0.0.1", "--port", str(port), "--drain-timeout", "1", "--http", http),
+        *("--host", "127.0.0.1", "--port", str(port), "--drain-timeout", "1"),
     ]
 
 
@@ -88,11 +85,10 @@ SERVERS = {
 
 
 class Run(NamedTuple):
-    """What one measurement runs: the request's kind, the server and its HTTP protocol."""
+    """What one measurement runs: the request's kind and the server."""
 
     kind: str
     server: str  # SERVERS: the proxy, the uvicorn floor or the pass-through relay
-    http: str
     syscalls: bool = False  # strace's count of system calls instead of callgrind's instructions
 
 
@@ -105,7 +101,7 @@ def _profile(run: Run, requests: int, work: Path, upstream_port: int) -> Path:
         argv = ["strace", "-f", "-c", "-o", str(out)]
     else:
         argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
-    argv += _server_argv(upstream_port, port, run.server, run.http)
+    argv += _server_argv(upstream_port, port, run.server)
     log = work / f"server.{requests}.log"
     with log.open("wb") as sink:
         server = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT)
@@ -200,14 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument("--floor", action="store_true", help="the uvicorn floor, no proxy")
     which.add_argument("--passthrough", action="store_true", help="the pass-through relay")
     parser.add_argument("--requests", type=int, default=100)
-    http = OPTION["http"]
-    parser.add_argument("--http", choices=http.kind.choices, default=http.default)
     parser.add_argument("--syscalls", action="store_true", help="system calls (strace -c -f)")
     args = parser.parse_args(argv)
     picked = "floor" if args.floor else "passthrough" if args.passthrough else "proxy"
-    run = Run(kind_of(args), picked, args.http, args.syscalls)
+    run = Run(kind_of(args), picked, args.syscalls)
     count, split = measure(run, args.requests)
-    server = SERVERS[picked] + ("" if picked == "passthrough" else f", --http {run.http}")
+    server = SERVERS[picked]
     what = "system calls" if run.syscalls else "instructions"
     shown = "{:>10,.2f}" if run.syscalls else "{:>10,.0f}"
     print(f"{what} per request ({run.kind}), {server}: {shown.format(count)}")

@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
     from proxy.cli.main import settings_from_argv
     from proxy.ops.observability import configure_logging
     from proxy.server.app import create_app
-    from proxy.server.draining import http_protocol
+    from proxy.server.draining import OpenAIErrorHttpProtocol
 
     name, *serve_argv = argv
     settings = settings_from_argv(serve_argv)
@@ -55,8 +55,8 @@ def main(argv: list[str]) -> int:
         host=settings.host,
         port=settings.port,
         loop="uvloop",
-        # The protocol `serve` runs (`--http`), so rows differ by transport alone.
-        http=http_protocol(settings.http),
+        # The protocol `serve` runs, so rows differ by transport alone.
+        http=OpenAIErrorHttpProtocol,
         log_level=settings.log_level,
         access_log=False,
         timeout_graceful_shutdown=int(settings.drain_timeout),

@@ -16,8 +16,7 @@ from typing import Any
 
 import uvicorn
 
-from proxy.config.options import OPTION
-from proxy.server.draining import http_protocol
+from proxy.server.draining import OpenAIErrorHttpProtocol
 
 
 def free_port() -> int:
@@ -36,12 +35,10 @@ def wait_for(condition: Callable[[], bool], timeout: float = 10.0, interval: flo
 
 
 class ServerThread:
-    """`http`: the HTTP protocol, by its `serve --http` name; the proxy's default unless given,
-    so every end-to-end test runs the protocol users get. `options`: other uvicorn settings."""
+    """uvicorn on the HTTP protocol `toolcall-proxy serve` runs (`OpenAIErrorHttpProtocol`), so
+    every end-to-end test runs the protocol users get. `options`: other uvicorn settings."""
 
-    def __init__(
-        self, app: Any, port: int | None = None, http: str = OPTION["http"].default, **options: Any
-    ):
+    def __init__(self, app: Any, port: int | None = None, **options: Any):
         self.port = port or free_port()
         config = uvicorn.Config(
             app,
@@ -49,7 +46,7 @@ class ServerThread:
             port=self.port,
             log_level="warning",
             loop="uvloop",
-            http=http_protocol(http),
+            http=OpenAIErrorHttpProtocol,
             lifespan="on",
             **{"timeout_graceful_shutdown": 2, **options},
         )

@@ -33,6 +33,14 @@ from proxy.doctor.cli import add_doctor_parser, run_doctor
 # uvicorn's exit status when the server could not start (port in use, app failed to load).
 STARTUP_FAILURE = 3
 
+# Settings that were removed, by their environment variable, and why. A flag or YAML key that
+# is gone fails (argparse and the YAML checks refuse what they do not know), but an unknown
+# variable is not read at all: one of these still set in a deployment is named at start-up
+# rather than ignored in silence.
+RETIRED_VARIABLES = {
+    "TOOLCALL_PROXY_HTTP": "--http was removed: the server runs uvicorn's own httptools protocol",
+}
+
 EXAMPLES = """\
 examples:
   toolcall-proxy serve                                   # built-in simulated provider
@@ -52,8 +60,11 @@ def run_serve(args: argparse.Namespace) -> int:
     from proxy.ops.observability import configure_logging, uvicorn_log_config
     from proxy.ops.startup import startup_lines
     from proxy.server.app import create_app
-    from proxy.server.draining import DrainingServer, graceful_timeout, http_protocol
+    from proxy.server.draining import DrainingServer, OpenAIErrorHttpProtocol, graceful_timeout
 
+    for name, why in RETIRED_VARIABLES.items():
+        if os.environ.get(name):
+            print(f"toolcall-proxy: {name} is not read ({why})", file=sys.stderr)
     flags = {o.name: getattr(args, o.name) for o in OPTIONS if o.flag}
     settings = settings_from_flags(flags)
     configure_logging(settings.log_level)
@@ -63,9 +74,8 @@ def run_serve(args: argparse.Namespace) -> int:
         "host": settings.host,
         "port": settings.port,
         "loop": "uvloop",
-        # httptools's parser, malformed heads answered in the SPEC §6 shape; `lean` with the
-        # proxy's own request cycle (proxy.server.http_protocol)
-        "http": http_protocol(settings.http),
+        # uvicorn's httptools protocol, malformed heads answered in the SPEC §6 shape
+        "http": OpenAIErrorHttpProtocol,
         "log_level": settings.log_level if settings.log_level != "debug" else "info",
         "access_log": False,
         "log_config": uvicorn_log_config(),

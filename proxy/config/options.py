@@ -37,7 +37,6 @@ Dialect = Literal["auto", "passthrough", "kimi", "alnum9"]
 TextToolCalls = Literal["auto", "off"]
 RepeatGuard = Literal["on", "note", "off"]
 LogLevel = Literal["debug", "info", "warning", "error"]
-HttpProtocol = Literal["lean", "httptools"]
 UpstreamApi = Literal["same", "chat_completions", "anthropic_messages", "responses"]
 
 ENV_PREFIX = "TOOLCALL_PROXY_"
@@ -207,14 +206,6 @@ OPTIONS: tuple[Option, ...] = (
         1,
         "uvicorn worker processes; all state is per request, so workers need no coordination",
         sources=NOT_IN_YAML,
-    ),
-    Option(
-        "http",
-        Choice(get_args(HttpProtocol)),
-        "lean",
-        "the server's HTTP/1.1 protocol on uvicorn: lean (the proxy's own request cycle on "
-        "uvicorn's httptools parser, fewer instructions and system calls per request) or "
-        "httptools (uvicorn's own)",
     ),
     Option(
         "drain_timeout",

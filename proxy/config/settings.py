@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 from proxy.config.options import (
     Dialect,
-    HttpProtocol,
     IdsPolicy,
     RepeatGuard,
     TextToolCalls,
@@ -62,7 +61,6 @@ class Settings:
     proxy_keys: tuple[str, ...] = field(default=default("keys"), repr=False)
     cors_origins: tuple[str, ...] = default("cors_origins")
     drain_timeout: float = default("drain_timeout")
-    http: HttpProtocol = default("http")  # noqa: RUF009 -- a str
     simulated: bool = False  # no upstream configured: the built-in simulator is the route
 
     def route_for(self, path_prefix: str, model: str | None) -> Route | None:

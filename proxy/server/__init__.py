@@ -1,1 +1,1 @@
-"""The HTTP side: the ASGI app, its routes, the lean protocol and graceful shutdown."""
+"""The HTTP side: the ASGI app, its routes, the server's HTTP protocol and graceful shutdown."""

@@ -30,7 +30,6 @@ from proxy.core.errors import (
 from proxy.core.surface_codec import SurfaceCodec
 from proxy.ops.observability import LOGGER, Metrics, RequestLog, configure_logging
 from proxy.server.asgi import (
-    DISCONNECT_EXTENSION,
     ASGIApp,
     ClientDisconnected,
     Receive,
@@ -213,9 +212,7 @@ class ProxyApp:
             call.stream = body is not None and body.get("stream") is True
             work = self._forward(call, route, raw, body, log)
             status = 499  # what a client that leaves gets: the watch ends the work for it
-            extensions = scope.get("extensions")  # the server's, when it offers one
-            on_disconnect = extensions.get(DISCONNECT_EXTENSION) if extensions else None
-            with DisconnectWatch(call.receive, task, progress, log, on_disconnect):
+            with DisconnectWatch(call.receive, task, progress, log):
                 status = await work
         except ClientDisconnected:
             status = 499

@@ -21,15 +21,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-# A server extension (ASGI's `scope["extensions"]`) of the proxy's own HTTP protocol
-# (`proxy.server.http_protocol`): `scope["extensions"][DISCONNECT_EXTENSION](callback)` has the
-# server call `callback()` once, from the event loop, when the client leaves before the
-# response is complete (at once, when it already has). What uvicorn's own protocols offer
-# instead is a `receive()` that answers `http.disconnect`, which costs a waiting coroutine.
-DISCONNECT_EXTENSION = "toolcall_proxy.on_disconnect"
-OnDisconnect = Callable[[Callable[[], object]], None]
-
-
 # uvicorn with httptools accepts request heads of any size (a 1 MiB header is parsed, handed to
 # the app and would be forwarded upstream), and every forwarded header costs work per hop (with
 # httpx's stock client, whose cookie handling is O(n^2) in them, 10,000 small headers held the

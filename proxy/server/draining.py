@@ -190,16 +190,6 @@ MALFORMED_REQUEST = ClientRequestError(
 )
 
 
-def http_protocol(name: str) -> type[HttpToolsProtocol]:
-    """The protocol class uvicorn runs for the `http` setting: both parse with httptools and
-    answer malformed heads in the OpenAI shape; `lean` replaces uvicorn's request cycle."""
-    if name == "lean":
-        from proxy.server.http_protocol import LeanHttpProtocol
-
-        return LeanHttpProtocol
-    return OpenAIErrorHttpProtocol
-
-
 def _cut(app: Drainable) -> None:
     count = app.cut_open_requests()
     LOGGER.log(
@@ -219,5 +209,4 @@ __all__ = [
     "end_for_shutdown",
     "find_drainable",
     "graceful_timeout",
-    "http_protocol",
 ]

@@ -16,7 +16,7 @@ import httpx
 
 from proxy.config.load import Route
 from proxy.ops.observability import Metrics, RequestLog
-from proxy.server.asgi import Message, OnDisconnect, Receive, Scope, Send, with_request_id
+from proxy.server.asgi import Message, Receive, Scope, Send, with_request_id
 from proxy.server.progress import ResponseProgress
 from proxy.upstream.call import open_upstream, relay
 from proxy.upstream.client import client_response_headers, map_upstream_errors, timeouts
@@ -56,20 +56,14 @@ class DisconnectWatch:
     upstream request) at once; the block then ends quietly, the client noted in the log.
 
         status = 499  # what a client that left gets
-        with DisconnectWatch(receive, task, progress, log, on_disconnect):
+        with DisconnectWatch(receive, task, progress, log):
             status = await work
 
-    `on_disconnect`: the server's `proxy.server.asgi.DISCONNECT_EXTENSION`, when it offers it (the
-    proxy's own protocol, `--http lean`). The server then calls back when the client leaves
-    before the response is complete, and nothing waits beside the work. Per small request
-    that saved about 1K instructions in the server process (bench.serverprocess: the lean
-    `receive()` was already cheap) and 10K in bench.inprocess, whose `receive()` waits on an
-    asyncio.Event.
-
-    Without it (uvicorn's own protocols), uvicorn does not fail `send()` after a disconnect, so only `receive()` tells us. Once the
-    response is complete, uvicorn's `receive()` answers `http.disconnect` at once: that is no
-    client leaving, and the work (reading the rest of an upstream body whose `[DONE]` already
-    went out) goes on. `task` is the one running the block.
+    uvicorn does not fail `send()` after a disconnect, so only `receive()` tells us: once the
+    body has been read, its next `receive()` waits until the client leaves or the response
+    is complete. Once the response is complete it answers `http.disconnect` at once: that is
+    no client leaving, and the work (reading the rest of an upstream body whose `[DONE]`
+    already went out) goes on. `task` is the one running the block.
 
     It waits beside the work without a task: a watcher task per request cost 11K instructions
     more than this (of 531K for a small request, bench.inprocess --instructions): the task,
@@ -98,7 +92,6 @@ class DisconnectWatch:
         task: asyncio.Task[Any] | None,
         progress: ResponseProgress,
         log: RequestLog,
-        on_disconnect: OnDisconnect | None = None,
     ):
         assert task is not None
         self._receive = receive
@@ -110,9 +103,6 @@ class DisconnectWatch:
         self._waited: asyncio.Future[Any] | None = None
         self._handle: asyncio.Handle | None = None
         self._coro: Coroutine[Any, Any, Message] | None = None
-        if on_disconnect is not None:
-            on_disconnect(self._client_left)
-            return
         awaitable = receive()  # _receiving(receive), inlined: this runs for every request
         self._coro = (
             awaitable if type(awaitable) is CoroutineType else _awaiting(awaitable)  # type: ignore[assignment]
@@ -141,7 +131,8 @@ class DisconnectWatch:
         return False
 
     def _client_left(self) -> None:
-        """The server's callback: the client left before the response was complete."""
+        """`receive()` answered `http.disconnect`: the client left before the response was
+        complete (unless the block has ended or the response is finished)."""
         if not self._stopped and not self._progress.finished:
             self.left = True
             self._task.cancel()

@@ -88,7 +88,7 @@ def test_shared_settings_through_yaml_anchors_are_fine(
 MISTAKES = {
     "unknown top-level field": (
         "routes: []\nlisten: 0.0.0.0\n",
-        "FILE:2: listen: unknown field (expected one of cors_origins, drain_timeout, host, http, "
+        "FILE:2: listen: unknown field (expected one of cors_origins, drain_timeout, host, "
         "log_level, max_body_bytes, port, routes)",
     ),
     "unknown route field (a typo)": (

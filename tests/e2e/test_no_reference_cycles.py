@@ -1,7 +1,9 @@
 """A finished request leaves no reference cycle behind: everything it made is freed when its
-last reference goes, not by Python's cycle collector, whose runs were about 16K instructions
-a request (bench.serverprocess) before the lean protocol dropped its cycles. Counted with the
-collector off, over real requests through the proxy's default protocol."""
+last reference goes, not by Python's cycle collector, whose runs cost about 16K instructions
+a request (bench.serverprocess) when a request's objects held each other. Counted with the
+collector off, over real requests on keep-alive connections through the protocol
+`toolcall-proxy serve` runs (uvicorn's httptools protocol): uvicorn's request cycle and the
+proxy's request log line."""
 
 from __future__ import annotations
 
@@ -11,15 +13,15 @@ from contextlib import contextmanager
 
 import httpx
 import pytest
+from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from proxy.ops.observability import RequestLog
-from proxy.server.http_protocol import RequestCycle
 from tests.servers import ServerThread
 
 REQUESTS = 30
-# Each server (the proxy and the simulator behind it, both in this process) may hold its
-# last request's objects until its next one replaces them; a cycle per request would leave
-# one per request.
+# Each connection (the client's to the proxy and the proxy's to the simulator behind it, both
+# servers in this process) holds its last request's cycle until its next one replaces it; a
+# reference cycle per request would leave one per request.
 AT_MOST_ALIVE = 4
 
 
@@ -50,6 +52,6 @@ def test_requests_leave_nothing_for_the_cycle_collector(proxy: ServerThread, str
             for _ in range(REQUESTS):
                 response = client.post("/v1/chat/completions", json=body)
                 assert response.status_code == 200
-            exchanges, logs = alive(RequestCycle), alive(RequestLog)
+            exchanges, logs = alive(RequestResponseCycle), alive(RequestLog)
     assert exchanges <= AT_MOST_ALIVE
     assert logs <= AT_MOST_ALIVE

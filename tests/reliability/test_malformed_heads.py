@@ -1,7 +1,6 @@
 """A request the HTTP parser cannot read gets the OpenAI error shape (SPEC §6), not uvicorn's
 plain-text `400 Invalid HTTP request received.`: the server runs with
-`proxy.server.http_protocol.LeanHttpProtocol` (`--http lean`, the default) or
-`proxy.server.draining.OpenAIErrorHttpProtocol` (`--http httptools`), as `toolcall-proxy serve` starts it."""
+`proxy.server.draining.OpenAIErrorHttpProtocol`, as `toolcall-proxy serve` starts it."""
 
 from __future__ import annotations
 
@@ -47,10 +46,10 @@ def assert_openai_400(answer: bytes) -> None:
     no_traceback(answer)
 
 
-@pytest.fixture(scope="module", params=["lean", "httptools"])
-def served(simulator: ServerThread, request: pytest.FixtureRequest) -> Iterator[ServerThread]:
+@pytest.fixture(scope="module")
+def served(simulator: ServerThread) -> Iterator[ServerThread]:
     app = create_app(Settings(routes=(Route(name="d", upstream=simulator.url + "/v1"),)))
-    server = ServerThread(app, http=request.param)  # what `toolcall-proxy serve --http` runs
+    server = ServerThread(app)  # on the protocol `toolcall-proxy serve` runs
     server.start()
     try:
         yield server

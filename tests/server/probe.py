@@ -12,7 +12,6 @@ from typing import Any
 
 import orjson
 
-from proxy.server.asgi import DISCONNECT_EXTENSION
 from tests.servers import ServerThread
 
 FLOOD_CHUNK = 64 * 1024
@@ -90,32 +89,6 @@ class Probe:
         await send({"type": "http.response.body", "body": b"ok"})
         self.note((await asyncio.wait_for(waiting, 10))["type"])
         self.note((await receive())["type"])  # and so does one called after it
-
-    async def _on_disconnect(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        """Reads the body, then learns of the client leaving from the disconnect extension
-        only (no receive() waiting beside it)."""
-        await read_body(receive)
-        left = asyncio.Event()
-        scope["extensions"][DISCONNECT_EXTENSION](left.set)
-        await asyncio.wait_for(left.wait(), 30)
-        self.note("callback")
-
-    async def _register_late(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        """Registers its callback only after receive() has told it the client left."""
-        await read_body(receive)
-        self.note((await receive())["type"])
-        scope["extensions"][DISCONNECT_EXTENSION](lambda: self.note("callback"))
-        self.note("registered")
-
-    async def _callback_after_end(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        """Registers a callback, then answers in full: a client leaving after that is no
-        client leaving mid-request."""
-        await read_body(receive)
-        scope["extensions"][DISCONNECT_EXTENSION](lambda: self.note("callback"))
-        headers = [(b"content-length", b"2")]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": b"ok"})
-        self.note("answered")
 
     async def _bad_header(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         await read_body(receive)

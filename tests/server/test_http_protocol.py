@@ -1,7 +1,7 @@
-"""The server's HTTP/1.1 protocol, over real sockets on loopback: the lean protocol the proxy
-runs by default, and uvicorn's own beside it where both must behave alike (SPEC §6: client
-disconnects, limits, keep-alive and pipelining, 100-continue, HTTP/1.0, chunked bodies, flow
-control)."""
+"""The server's HTTP/1.1 protocol, over real sockets on loopback: uvicorn's httptools protocol
+as `toolcall-proxy serve` runs it (`OpenAIErrorHttpProtocol`), in what the proxy's app relies
+on (SPEC §6: client disconnects told by `receive()`, limits, keep-alive and pipelining,
+100-continue, HTTP/1.0, chunked bodies, flow control, response heads checked)."""
 
 from __future__ import annotations
 
@@ -23,15 +23,13 @@ from tests.server.probe import (
 )
 from tests.servers import ServerThread, serving, wait_for
 
-PROTOCOLS = ["lean", "httptools"]
 
-
-@pytest.fixture(scope="module", params=PROTOCOLS)
-def served(request: pytest.FixtureRequest) -> Iterator[tuple[ServerThread, Probe]]:
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[ServerThread, Probe]]:
     probe = Probe()
     # Idle connections stay open past every wait below: what a test sees is never the
     # keep-alive timeout closing the connection.
-    with serving(probe, http=request.param, timeout_keep_alive=60) as server:
+    with serving(probe, timeout_keep_alive=60) as server:
         yield server, probe
 
 
@@ -218,9 +216,8 @@ def test_a_client_that_does_not_read_holds_the_app_back(served: tuple[ServerThre
     wait_for(lambda: probe.flood_done)
 
 
-@pytest.mark.parametrize("http", PROTOCOLS)
-def test_an_idle_keep_alive_connection_is_closed_after_the_timeout(http: str) -> None:
-    with serving(Probe(), http=http, timeout_keep_alive=1) as server, connect(server) as sock:
+def test_an_idle_keep_alive_connection_is_closed_after_the_timeout() -> None:
+    with serving(Probe(), timeout_keep_alive=1) as server, connect(server) as sock:
         buffered = bytearray()
         for _ in range(2):  # the timer survives a second request on the connection
             sock.sendall(request("/echo"))
@@ -228,18 +225,7 @@ def test_an_idle_keep_alive_connection_is_closed_after_the_timeout(http: str) ->
         assert read_to_close(sock) == b""
 
 
-@pytest.mark.parametrize("http", PROTOCOLS)
-def test_past_the_concurrency_limit_the_answer_is_503(http: str) -> None:
-    with serving(Probe(), http=http, limit_concurrency=1) as server:
+def test_past_the_concurrency_limit_the_answer_is_503() -> None:
+    with serving(Probe(), limit_concurrency=1) as server:
         answer = answer_to(server, "/echo")
     assert answer.startswith(b"HTTP/1.1 503 ") and answer.endswith(b"Service Unavailable")
-
-
-def test_the_lean_protocol_sends_a_small_answer_in_one_write() -> None:
-    """Head and body leave together: the client's first read holds the whole answer."""
-    with serving(Probe(), http="lean") as server, connect(server) as sock:
-        for _ in range(3):
-            sock.sendall(request("/echo", b"x"))
-            first = sock.recv(65536)
-            head, _, body = first.partition(b"\r\n\r\n")
-            assert len(body) == int(header_value(head, b"content-length") or b"-1"), first

@@ -1,6 +1,8 @@
-"""proxy.server.http_protocol subclasses uvicorn's httptools protocol and relies on what uvicorn's
-server does with a protocol. pyproject.toml pins the uvicorn versions this was tested with;
-these tests fail loudly, naming what changed, when a uvicorn release moves any of it."""
+"""What the proxy overrides or reads in uvicorn, and nothing more: `DrainingServer` (a
+`uvicorn.Server`) and `OpenAIErrorHttpProtocol` (uvicorn's `HttpToolsProtocol`), both in
+proxy/server/draining.py. pyproject.toml accepts the uvicorn releases where all of it is there
+(0.29 on: `capture_signals` and `_captured_signals` came then); these tests fail loudly,
+naming what moved, when a release changes any of it."""
 
 from __future__ import annotations
 
@@ -8,71 +10,104 @@ import asyncio
 import inspect
 
 import uvicorn
-from uvicorn.protocols.http.flow_control import FlowControl
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import Server, ServerState
 
-from proxy.server.http_protocol import LeanHttpProtocol
-
-# Set by HttpToolsProtocol.__init__ or connection_made and read by LeanHttpProtocol or by the
-# inherited methods it keeps (upgrades, the 400 answer, shutdown).
-ATTRIBUTES = (
-    "config",
-    "app",
-    "loop",
-    "logger",
-    "access_logger",
-    "access_log",
-    "parser",
-    "root_path",
-    "asgi_version",
-    "limit_concurrency",
-    "app_state",
-    "timeout_keep_alive",
-    "server_state",
-    "connections",
-    "tasks",
-    "cycle",
-    "transport",
-    "flow",
-    "server",
-    "client",
-    "scheme",
-    "ws_protocol_class",
-)
-INHERITED = (
-    "_should_upgrade",
-    "_unsupported_upgrade_warning",
-    "handle_websocket_upgrade",
-    "send_400_response",
-    "shutdown",
-    "pause_writing",
-    "resume_writing",
-    "eof_received",
-)
+from proxy.server.draining import DrainingServer, OpenAIErrorHttpProtocol
 
 
 async def _app(scope: object, receive: object, send: object) -> None:
     return None
 
 
-def test_the_protocol_is_made_as_uvicorns_server_makes_it() -> None:
-    source = inspect.getsource(Server.startup)
-    for keyword in ("config=config", "server_state=self.server_state", "app_state=", "_loop="):
-        assert keyword in source, f"uvicorn's Server no longer builds a protocol with {keyword}"
-    config = uvicorn.Config(_app, http=LeanHttpProtocol, lifespan="off")
+def _source(function: object) -> str:
+    return inspect.getsource(function)  # type: ignore[arg-type]
+
+
+# -- DrainingServer --------------------------------------------------------------------------
+
+
+def test_the_server_still_has_each_method_draining_server_overrides() -> None:
+    overridden = [name for name in vars(DrainingServer) if callable(getattr(Server, name, None))]
+    assert sorted(overridden) == ["capture_signals", "handle_exit", "shutdown"], (
+        "DrainingServer overrides a method uvicorn's Server no longer has, or a new one"
+    )
+    assert list(inspect.signature(Server.handle_exit).parameters) == ["self", "sig", "frame"], (
+        "uvicorn's Server.handle_exit takes other arguments"
+    )
+    assert list(inspect.signature(Server.shutdown).parameters) == ["self", "sockets"], (
+        "uvicorn's Server.shutdown takes other arguments"
+    )
+    assert inspect.iscoroutinefunction(Server.shutdown), "Server.shutdown is no coroutine"
+
+
+def test_signals_reach_handle_exit_and_are_raised_again_from_captured_signals() -> None:
+    """DrainingServer.handle_exit flips the app to draining from the signal handler, and its
+    capture_signals empties `_captured_signals` so that a stop carried out exits 0."""
+    serve = _source(Server.serve)
+    assert "self.capture_signals()" in serve, "Server.serve no longer enters capture_signals"
+    capture = _source(Server.capture_signals)
+    assert "self.handle_exit" in capture, "capture_signals no longer installs handle_exit"
+    assert "self._captured_signals" in capture, (
+        "capture_signals no longer raises the signals again from _captured_signals"
+    )
+    assert "self._captured_signals.append(sig)" in _source(Server.handle_exit)
+    server = Server(uvicorn.Config(_app, lifespan="off"))
+    assert server._captured_signals == [], "Server no longer starts with _captured_signals"
+
+
+def test_shutdown_waits_for_open_requests_up_to_the_graceful_timeout() -> None:
+    """DrainingServer.shutdown arms the app's drain timer, then lets uvicorn wait for the open
+    requests, which it must do for up to `timeout_graceful_shutdown` (the backstop)."""
+    source = _source(Server.shutdown) + _source(Server._wait_tasks_to_complete)
+    assert "timeout_graceful_shutdown" in source, "Server.shutdown no longer waits its timeout"
+    assert "server_state.tasks" in source, "Server.shutdown no longer waits on the open requests"
+
+
+def test_the_config_keeps_the_loaded_app_where_draining_server_finds_it() -> None:
+    config = uvicorn.Config(_app, lifespan="off")
+    assert config.loaded is False
     config.load()
-    assert config.http_protocol_class is LeanHttpProtocol
-    assert hasattr(config, "reset_contextvars")
+    assert config.loaded is True, "uvicorn's Config no longer says it has loaded"
+    assert hasattr(config, "loaded_app"), "uvicorn's Config no longer keeps loaded_app"
+
+
+# -- OpenAIErrorHttpProtocol -----------------------------------------------------------------
+
+
+def test_a_parse_error_is_answered_by_send_400_response() -> None:
+    overridden = [name for name in vars(OpenAIErrorHttpProtocol) if not name.startswith("__")]
+    assert overridden == ["send_400_response"], "update this contract to what it overrides now"
+    assert callable(getattr(HttpToolsProtocol, "send_400_response", None)), (
+        "uvicorn's httptools protocol no longer has send_400_response"
+    )
+    assert list(inspect.signature(HttpToolsProtocol.send_400_response).parameters) == [
+        "self",
+        "msg",
+    ]
+    assert "self.send_400_response(" in _source(HttpToolsProtocol.data_received), (
+        "a request httptools cannot parse is no longer answered by send_400_response"
+    )
+
+
+def test_the_protocol_has_what_send_400_response_reads() -> None:
+    """`cycle` (its response_started and response_complete), `transport` and
+    `server_state.default_headers`, on a protocol made as uvicorn's server makes it."""
+    cycle_init = _source(RequestResponseCycle.__init__)
+    for name in ("response_started", "response_complete"):
+        assert f"self.{name} = " in cycle_init, f"uvicorn's request cycle no longer has {name}"
+    config = uvicorn.Config(_app, http=OpenAIErrorHttpProtocol, lifespan="off")
+    config.load()
+    assert config.http_protocol_class is OpenAIErrorHttpProtocol
     loop = asyncio.new_event_loop()
     try:
-        protocol = LeanHttpProtocol(
+        protocol = OpenAIErrorHttpProtocol(
             config=config, server_state=ServerState(), app_state={}, _loop=loop
         )
-        _, writer = loop.run_until_complete(_pair(loop, protocol))
-        missing = [name for name in ATTRIBUTES if not hasattr(protocol, name)]
-        assert not missing, f"uvicorn's protocol no longer sets {missing}"
-        assert protocol.connections == {protocol}
+        assert protocol.cycle is None, "uvicorn's protocol no longer keeps its request in .cycle"
+        assert protocol.server_state.default_headers == [], "ServerState has no default_headers"
+        writer = loop.run_until_complete(_connect(loop, protocol))
+        assert protocol.transport is not None, "uvicorn's protocol no longer keeps .transport"
         protocol.transport.close()
         writer.close()
         loop.run_until_complete(asyncio.sleep(0))
@@ -80,66 +115,16 @@ def test_the_protocol_is_made_as_uvicorns_server_makes_it() -> None:
         loop.close()
 
 
-async def _pair(
-    loop: asyncio.AbstractEventLoop, protocol: LeanHttpProtocol
-) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def _connect(
+    loop: asyncio.AbstractEventLoop, protocol: OpenAIErrorHttpProtocol
+) -> asyncio.StreamWriter:
     """A real loopback connection with `protocol` on the server side."""
     server = await loop.create_server(lambda: protocol, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    _, writer = await asyncio.open_connection("127.0.0.1", port)
     for _ in range(100):  # bounded: accepting takes a turn or two of the loop
-        if protocol.transport is not None:
+        if getattr(protocol, "transport", None) is not None:
             break
         await asyncio.sleep(0.01)
     server.close()
-    return reader, writer
-
-
-def test_the_methods_kept_from_uvicorn_are_still_there() -> None:
-    missing = [name for name in INHERITED if not callable(getattr(HttpToolsProtocol, name, None))]
-    assert not missing, f"uvicorn's httptools protocol no longer has {missing}"
-
-
-def test_the_head_callbacks_do_what_uvicorns_do() -> None:
-    """LeanHttpProtocol compiles its own on_url and on_header (uvicorn's are interpreted):
-    the same pieces of a head give the same url, header list and 100-continue flag."""
-    url_pieces = (b"/v1/chat", b"/completions")
-    headers = [
-        (b"Host", b"127.0.0.1"),
-        (b"EXPECT", b"100-Continue"),
-        (b"X-Dup", b"a"),
-        (b"x-dup", b"b"),
-    ]
-    seen = []
-    for cls in (HttpToolsProtocol, LeanHttpProtocol):
-        protocol = cls.__new__(cls)
-        protocol.url = b""
-        protocol.headers = []
-        protocol.expect_100_continue = False
-        for piece in url_pieces:
-            cls.on_url(protocol, piece)
-        for name, value in headers:
-            cls.on_header(protocol, name, value)
-        seen.append((protocol.url, protocol.headers, protocol.expect_100_continue))
-    assert seen[0] == seen[1]
-    assert seen[1] == (
-        b"/v1/chat/completions",
-        [(b"host", b"127.0.0.1"), (b"expect", b"100-Continue"), (b"x-dup", b"a"), (b"x-dup", b"b")],
-        True,
-    )
-
-
-def test_the_server_drains_through_shutdown_and_its_task_set() -> None:
-    source = inspect.getsource(Server.shutdown) + inspect.getsource(Server._wait_tasks_to_complete)
-    assert "connection.shutdown()" in source, "uvicorn no longer asks connections to close"
-    assert "server_state.tasks" in source, "uvicorn no longer waits on server_state.tasks"
-    assert "server_state.connections" in source
-
-
-def test_flow_control_is_as_the_protocol_reads_it() -> None:
-    names = ("read_paused", "write_paused")
-    flow = FlowControl.__new__(FlowControl)
-    source = inspect.getsource(FlowControl.__init__)
-    assert all(f"self.{name}" in source for name in names)
-    for method in ("drain", "pause_reading", "resume_reading", "pause_writing", "resume_writing"):
-        assert callable(getattr(flow, method, None)), method
+    return writer
