@@ -58,7 +58,11 @@ async def _answer(client: httpx.AsyncClient, model: str, messages: list[JSON]) -
 def test_replay_options_combine_with_another_profile() -> None:
     once = profile_for_model(f"{CHAT_ONLY}+replay=once+replay_after=2")
     assert (once.name, once.chat_only, once.reasoning_required) == ("kimi-chat-only", True, True)
-    assert (once.replay, once.replay_id, once.replay_after) == (ReplayMode.ONCE, ReplayId.HISTORY, 2)
+    assert (once.replay, once.replay_id, once.replay_after) == (
+        ReplayMode.ONCE,
+        ReplayId.HISTORY,
+        2,
+    )
     # A Kimi model's replay keeps Kimi's id shapes, as for the replay profiles themselves.
     assert once.id_style is IdStyle.KIMI_HISTORY
     loop = profile_for_model(f"{CHAT_ONLY}+replay=loop+replay_id=restarted")
