@@ -50,8 +50,9 @@ from setuptools.command.build_ext import build_ext
 #   Seen, a value is checked against its declared type: where a package's stubs say less than
 #   the truth (httptools' URL parts may be None), the value is typed Any.
 # - A subclass cannot replace a base's declared attribute with a property: compiled methods of
-#   the base read the attribute's slot directly (the exchanges' `RoundPhases` asks overridable
-#   methods instead). The three exchanges are compiled together, since each subclasses it.
+#   the base read the attribute's slot directly (the core's `RoundExchange` asks its grammar
+#   through methods instead). The three surfaces' exchanges are compiled with
+#   `proxy/core/exchange.py`, since each subclasses `RoundExchange`.
 COMPILED = [
     "proxy/chat/calls.py",
     "proxy/chat/codec.py",
@@ -78,6 +79,7 @@ COMPILED = [
     "proxy/core/notes.py",
     "proxy/core/body.py",
     "proxy/core/rounds.py",
+    "proxy/core/exchange.py",
     "proxy/core/usage.py",
     "proxy/core/textcalls/checks.py",
     "proxy/core/textcalls/extent.py",

@@ -1,12 +1,13 @@
 """Anthropic Messages served over a Chat Completions upstream (SPEC §9), sans-IO.
 
-The bridge wraps the Chat exchange, which gives every guarantee (unique client ids, the
-route's id dialect upstream, replay follow-up rounds, the breaker, text-call recovery, the
-repeat guard): the Anthropic body is mapped to a Chat body (`request.py`), the Chat
-exchange runs on it, and what it forwards is transcoded into Anthropic's grammar
-(`stream.py`, `message.py`). Follow-up requests, loops and broken upstreams pass through:
-the shell renders a loop or a failure inside a stream with `stream_error`. Nothing is kept
-between requests: ids map by prefix (`ids.py`) and reasoning travels in its signature.
+The bridge is a pairing (`proxy.bridge.over_chat`): the Anthropic body is mapped to a Chat
+body (`request.py`) and runs in the core's exchange with Chat's grammar at the upstream's
+end, which gives every guarantee (unique client ids, the route's id dialect upstream, replay
+follow-up rounds, the breaker, text-call recovery, the repeat guard); `AnthropicEnd` is the
+client's end, which says what Chat's end decided in Anthropic's grammar (`stream.py`,
+`message.py`). The shell renders a loop or a failure inside a stream with `stream_error`.
+Nothing is kept between requests: ids map by prefix (`ids.py`) and reasoning travels in its
+signature.
 """
 
 from __future__ import annotations
@@ -20,98 +21,71 @@ from proxy.bridge.anthropic_chat.ids import client_tool_id
 from proxy.bridge.anthropic_chat.message import chat_to_message
 from proxy.bridge.anthropic_chat.request import messages_to_chat
 from proxy.bridge.anthropic_chat.stream import ChatToAnthropicStream
-from proxy.chat.exchange import ChatExchange
+from proxy.bridge.over_chat import exchange_over_chat
 from proxy.core.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
-from proxy.core.events import ExchangeEvent, Forward, LoopDetected, UpstreamBroken
+from proxy.core.exchange import MessageAnswer, RoundExchange
 from proxy.core.jsontext import dumps
-from proxy.core.ledger import HistoryFacts
-from proxy.core.notes import Note
 from proxy.core.rounds import RouteRules
 
 MESSAGE_ID_BYTES = 12  # msg_ + 24 hex digits
 
 
-class AnthropicOverChat:
-    """One Anthropic Messages request across the Chat exchange's rounds."""
+class AnthropicEnd:
+    """The client's end of the bridge (`proxy.bridge.over_chat.ClientEnd`) in Anthropic's
+    grammar: one message for the whole response, whatever rounds it takes."""
 
-    def __init__(
-        self,
-        body: dict[str, Any],
-        rules: RouteRules,
-        *,
-        entropy: Callable[[int], bytes] = os.urandom,
-    ) -> None:
-        chat_body, self.dropped = messages_to_chat(body)
-        # The mapped body is serialized here: the Chat exchange forwards these bytes as they
-        # are when its history needs no id translation.
-        self._inner = ChatExchange(chat_body, dumps(chat_body), rules, entropy=entropy)
-        self.upstream_request: bytes = self._inner.upstream_request
-        self.facts: HistoryFacts = self._inner.facts  # the inner exchange's, kept in step
-        model = body.get("model")
-        self._model = model if isinstance(model, str) else ""
-        self._message_id = "msg_" + entropy(MESSAGE_ID_BYTES).hex()
+    def __init__(self, message_id: str, model: str) -> None:
+        self._message_id = message_id
+        self._model = model
         self._stream: ChatToAnthropicStream | None = None  # one for all rounds, once streaming
-        self._streaming = False  # the round being fed is a stream
 
-    # -- the shell's calls ---------------------------------------------------------------------
-
-    def begin_round(self, *, stream: bool) -> None:
-        self._inner.begin_round(stream=stream)
-        self._streaming = stream
-        if stream and self._stream is None:
-            self._stream = ChatToAnthropicStream(self._message_id, self._model)
-
-    def feed(self, data: bytes) -> list[ExchangeEvent]:
-        return self._events(self._inner.feed(data))
-
-    def end(self) -> list[ExchangeEvent]:
-        return self._events(self._inner.end())
-
-    def report(self) -> tuple[list[Note], int]:
-        return self._inner.report()
-
-    def stream_error(self, error: ProxyError) -> bytes:
-        """SPEC §8: Anthropic's in-stream `error` event, continuing the stream's state."""
+    def open_stream(self) -> None:
         if self._stream is None:
             self._stream = ChatToAnthropicStream(self._message_id, self._model)
-        return self._stream.error(error)
 
-    # -- the Chat exchange's events in Anthropic's words -----------------------------------------
-
-    def _events(self, events: list[ExchangeEvent]) -> list[ExchangeEvent]:
-        self.facts = self._inner.facts  # a follow-up round replaces them
-        out: list[ExchangeEvent] = []
-        for event in events:
-            if isinstance(event, bytes):
-                data = self._transcode(event)
-                if data:
-                    out.append(data)
-            elif isinstance(event, Forward):
-                out.append(self._forward(event))
-            elif isinstance(event, LoopDetected):
-                out.append(
-                    LoopDetected(
-                        error=_client_words(event.error), before_first_byte=event.before_first_byte
-                    )
-                )
-            else:  # OpenFollowup, UpstreamBroken: the shell's, as they are
-                out.append(event)
-        return out
-
-    def _transcode(self, data: bytes) -> bytes:
+    def feed(self, data: bytes) -> bytes:
         assert self._stream is not None  # bytes come only from a streamed round
         return self._stream.feed(data)
 
-    def _forward(self, event: Forward) -> ExchangeEvent:
-        stream = self._stream
-        if self._streaming and stream is not None:
-            data = stream.feed(event.data)
-            return Forward(data=data + stream.close() if event.last else data, last=event.last)
+    def close(self) -> bytes:
+        assert self._stream is not None
+        return self._stream.close()
+
+    def message(self, body: bytes) -> MessageAnswer:
         try:
-            message = chat_to_message(event.data, self._message_id, self._model)
+            message = chat_to_message(body, self._message_id, self._model)
         except UpstreamStreamError as exc:
-            return UpstreamBroken(error=exc)
-        return Forward(data=dumps(message), last=event.last)
+            return MessageAnswer(broken=exc)
+        return MessageAnswer(body=dumps(message))
+
+    def stream_error(self, error: ProxyError) -> bytes:
+        """SPEC §8: Anthropic's in-stream `error` event, continuing the stream's state."""
+        self.open_stream()
+        assert self._stream is not None
+        return self._stream.error(error)
+
+    def reached_client(self, chat_forwarded: bool) -> bool:
+        return chat_forwarded
+
+    def loop_error(self, error: ReplayLoopDetected) -> ReplayLoopDetected:
+        return _client_words(error)
+
+
+# Named as a class: the exchange's name, as tests and tools know it (a factory now: the
+# exchange is the core's one, with this bridge's grammar).
+def AnthropicOverChat(
+    body: dict[str, Any],
+    rules: RouteRules,
+    *,
+    entropy: Callable[[int], bytes] = os.urandom,
+) -> RoundExchange:
+    """One Anthropic Messages request across the rounds of a Chat upstream."""
+    chat_body, dropped = messages_to_chat(body)
+    model = body.get("model")
+    end = AnthropicEnd(
+        "msg_" + entropy(MESSAGE_ID_BYTES).hex(), model if isinstance(model, str) else ""
+    )
+    return exchange_over_chat(chat_body, rules, entropy, end, dropped)
 
 
 def _client_words(error: ReplayLoopDetected) -> ReplayLoopDetected:
@@ -127,7 +101,7 @@ def _client_words(error: ReplayLoopDetected) -> ReplayLoopDetected:
 
 def new_anthropic_over_chat(
     body: dict[str, Any], raw: bytes, rules: RouteRules, entropy: Callable[[int], bytes]
-) -> AnthropicOverChat:
+) -> RoundExchange:
     """The shell's factory (`ExchangeFactory`): `raw` is the client's Anthropic body, which
     never goes upstream as it is (the Chat body is built from `body`)."""
     del raw

@@ -1,13 +1,14 @@
-"""The bridge's exchange: a Responses request served by the Chat Completions exchange
+"""The bridge's exchange: a Responses request served over a Chat Completions upstream
 (SPEC §9; the shell's plug, `proxy.core.surface_codec.Exchange`).
 
-The request is mapped to Chat (`request.py`) and handed to a `ChatExchange`, which gives
-every guarantee of SPEC §2-§5 and §10 (client ids, the route's id dialect upstream, replay
-follow-ups in Chat's API, the breaker, text-call recovery, the repeat guard). Its events come
-back here: bytes and `Forward`s are turned into Responses (`stream.py` / `message.py`),
-follow-ups pass as they are (they are Chat requests for the upstream), and a loop found
-before the client got anything is still a plain HTTP error (our own head gate decides that:
-the Chat exchange may have forwarded a role chunk that became nothing here).
+The bridge is a pairing (`proxy.bridge.over_chat`): the request is mapped to Chat
+(`request.py`) and runs in the core's exchange with Chat's grammar at the upstream's end,
+which gives every guarantee of SPEC §2-§5 and §10 (client ids, the route's id dialect
+upstream, replay follow-ups in Chat's API, the breaker, text-call recovery, the repeat
+guard). `ResponsesEnd` is the client's end: Chat's canonical output turned into Responses
+(`stream.py` / `message.py`), and whether the client got anything yet (its own head gate: a
+loop found before that is still a plain HTTP error, though Chat's end may have forwarded a
+role chunk that became nothing here).
 """
 
 from __future__ import annotations
@@ -18,107 +19,79 @@ from typing import Any
 
 import orjson
 
+from proxy.bridge.over_chat import exchange_over_chat
 from proxy.bridge.responses_chat.message import chat_to_response
 from proxy.bridge.responses_chat.output import ResponseHead
 from proxy.bridge.responses_chat.request import responses_to_chat
 from proxy.bridge.responses_chat.stream import ResponsesStream
 from proxy.bridge.responses_chat.tools import map_tools
-from proxy.chat.exchange import ChatExchange
-from proxy.core.errors import ProxyError, UpstreamError, error_body
-from proxy.core.events import ExchangeEvent, Forward, LoopDetected, UpstreamBroken
-from proxy.core.jsontext import dumps
-from proxy.core.ledger import HistoryFacts
-from proxy.core.notes import Note
+from proxy.core.errors import ProxyError, ReplayLoopDetected, UpstreamError, error_body
+from proxy.core.exchange import MessageAnswer, RoundExchange
 from proxy.core.rounds import RouteRules
 
 
-class ResponsesOverChat:
-    """One Responses request across the Chat exchange's rounds."""
+class ResponsesEnd:
+    """The client's end of the bridge (`proxy.bridge.over_chat.ClientEnd`) in Responses'
+    grammar: one response for the whole exchange, whatever rounds it takes."""
 
-    upstream_request: bytes
-    facts: HistoryFacts
-    dropped: tuple[str, ...]
-
-    def __init__(
-        self,
-        body: dict[str, Any],
-        rules: RouteRules,
-        *,
-        entropy: Callable[[int], bytes] = os.urandom,
-    ) -> None:
-        chat_body, self.dropped = responses_to_chat(body)
-        # The Chat body's own bytes: the exchange forwards them as they are when its
-        # translation changes nothing.
-        self._chat = ChatExchange(chat_body, dumps(chat_body), rules, entropy=entropy)
-        self.upstream_request = self._chat.upstream_request
-        self.facts = self._chat.facts
+    def __init__(self, head: ResponseHead, entropy: Callable[[int], bytes]) -> None:
+        self._head = head
         self._entropy = entropy
-        self._head = ResponseHead.for_request(body, map_tools(body.get("tools")).table, entropy)
-        self._stream: ResponsesStream | None = None
+        self._stream: ResponsesStream | None = None  # one client stream across the rounds
 
-    # -- the shell's calls ---------------------------------------------------------------------
-
-    def begin_round(self, *, stream: bool) -> None:
-        self._chat.begin_round(stream=stream)
-        if stream and self._stream is None:  # one client stream across the rounds
-            self._stream = ResponsesStream(self._head, self._entropy)
-
-    def feed(self, data: bytes) -> list[ExchangeEvent]:
-        return self._client_events(self._chat.feed(data))
-
-    def end(self) -> list[ExchangeEvent]:
-        return self._client_events(self._chat.end())
-
-    def report(self) -> tuple[list[Note], int]:
-        return self._chat.report()
-
-    def stream_error(self, error: ProxyError) -> bytes:
-        """Responses' in-stream failure (`response.failed`), numbered after what the client
-        has; the response's head goes first when nothing went out yet."""
+    def open_stream(self) -> None:
         if self._stream is None:
             self._stream = ResponsesStream(self._head, self._entropy)
-        return self._stream.fail(error)
 
-    @property
-    def nothing_released(self) -> bool:
-        return self._stream is None or not self._stream.released
+    def feed(self, data: bytes) -> bytes:
+        return self._stream.feed(data) if self._stream is not None else b""
 
-    # -- the Chat exchange's events in Responses' words ----------------------------------------
+    def close(self) -> bytes:
+        return self._stream.finish() if self._stream is not None else b""
 
-    def _client_events(self, events: list[ExchangeEvent]) -> list[ExchangeEvent]:
-        out: list[ExchangeEvent] = []
-        for event in events:
-            if isinstance(event, bytes):
-                data = self._stream.feed(event) if self._stream is not None else b""
-                if data:
-                    out.append(data)
-            elif isinstance(event, Forward):
-                out.append(self._forward(event))
-            elif isinstance(event, LoopDetected):
-                out.append(LoopDetected(error=event.error, before_first_byte=self.nothing_released))
-            else:  # OpenFollowup (a Chat request for the upstream) and UpstreamBroken
-                out.append(event)
-        return out
-
-    def _forward(self, event: Forward) -> ExchangeEvent:
-        stream = self._stream
-        if stream is not None:
-            data = stream.feed(event.data)
-            return Forward(data=data + stream.finish() if event.last else data, last=event.last)
-        body = chat_to_response(event.data, self._head, self._entropy)
-        if body is None:
-            return UpstreamBroken(
-                error=UpstreamError(
+    def message(self, body: bytes) -> MessageAnswer:
+        response = chat_to_response(body, self._head, self._entropy)
+        if response is None:
+            return MessageAnswer(
+                broken=UpstreamError(
                     "the upstream answered with a body that is not a chat completion",
                     code="upstream_bad_response",
                 )
             )
-        return Forward(data=body, last=event.last)
+        return MessageAnswer(body=response)
+
+    def stream_error(self, error: ProxyError) -> bytes:
+        """Responses' in-stream failure (`response.failed`), numbered after what the client
+        has; the response's head goes first when nothing went out yet."""
+        self.open_stream()
+        assert self._stream is not None
+        return self._stream.fail(error)
+
+    def reached_client(self, chat_forwarded: bool) -> bool:
+        return self._stream is not None and self._stream.released
+
+    def loop_error(self, error: ReplayLoopDetected) -> ReplayLoopDetected:
+        return error  # Chat's client ids are the Responses call ids
+
+
+# Named as a class: the exchange's name, as tests and tools know it (a factory now: the
+# exchange is the core's one, with this bridge's grammar).
+def ResponsesOverChat(
+    body: dict[str, Any],
+    rules: RouteRules,
+    *,
+    entropy: Callable[[int], bytes] = os.urandom,
+) -> RoundExchange:
+    """One Responses request across the rounds of a Chat upstream. Raises
+    `ClientRequestError` (400) for a request that needs stored state."""
+    chat_body, dropped = responses_to_chat(body)
+    head = ResponseHead.for_request(body, map_tools(body.get("tools")).table, entropy)
+    return exchange_over_chat(chat_body, rules, entropy, ResponsesEnd(head, entropy), dropped)
 
 
 def new_responses_over_chat(
     body: dict[str, Any], raw: bytes, rules: RouteRules, entropy: Callable[[int], bytes]
-) -> ResponsesOverChat:
+) -> RoundExchange:
     """The shell's factory (`proxy.core.surface_codec.ExchangeFactory`). `raw` is the
     client's Responses body: the upstream gets the Chat body built from `body` instead.
     Raises `ClientRequestError` (400) for a request that needs stored state."""
