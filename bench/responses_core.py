@@ -8,14 +8,13 @@ offers tools, so text goes through the leaked-markup scanner; fed in 16 KiB read
 ends the message in a function call whose Kimi-style id (`functions.bash:0`) the proxy
 rewrites. Counted under callgrind at N and 3N streams (after the same warm-up), differenced.
 
-    python -m bench.responses_core [--call] [--streams N]
+    python -m bench.responses_core [--call] [--streams N] [--deltas N]
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import orjson
 
@@ -24,15 +23,14 @@ from proxy.responses.exchange import ResponsesExchange
 
 WARMUP = 20
 READ_BYTES = 16 * 1024
-_BUILDERS = Path(__file__).resolve().parent.parent / "tests" / "core"
+DELTAS = 200
 
 
-def _stream(call: bool) -> tuple[dict[str, object], list[bytes]]:
-    sys.path.insert(0, str(_BUILDERS))
-    # The tests' own builders (tests/ is not a package of the project).
-    from responses_api.helpers import Upstream, request  # type: ignore[import-not-found]
+def _stream(call: bool, deltas: int = DELTAS) -> tuple[dict[str, object], list[bytes]]:
+    # The tests' own builders (a package module of tests/, run from the repository's root).
+    from tests.responses.helpers import Upstream, request
 
-    upstream = Upstream().created().message(*(f"word{i} " for i in range(200)))
+    upstream = Upstream().created().message(*(f"word{i} " for i in range(deltas)))
     if call:
         upstream.call("functions.bash:0")
     body = upstream.completed().numbered()
@@ -40,8 +38,8 @@ def _stream(call: bool) -> tuple[dict[str, object], list[bytes]]:
     return request(), reads
 
 
-def run(streams: int, call: bool) -> None:
-    body, reads = _stream(call)
+def run(streams: int, call: bool, deltas: int = DELTAS) -> None:
+    body, reads = _stream(call, deltas)
     raw, rules = orjson.dumps(body), RouteRules()
     for _ in range(WARMUP + streams):
         exchange = ResponsesExchange(body, raw, rules)
@@ -52,26 +50,34 @@ def run(streams: int, call: bool) -> None:
             exchange.end()
 
 
-def instructions(streams: int, call: bool) -> int:
+def instructions(streams: int, call: bool, deltas: int = DELTAS) -> int:
     # Imported here: the counted process (`--run`) loads only the core it measures.
     from bench.inprocess import per_unit
 
-    flag = ["--call"] if call else []
-    return per_unit(lambda n: ["bench.responses_core", *flag, "--run", str(n)], streams)
+    flags = ["--call"] if call else []
+    flags += ["--deltas", str(deltas)]
+    return per_unit(lambda n: ["bench.responses_core", *flags, "--run", str(n)], streams)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.responses_core", description=__doc__)
     parser.add_argument("--streams", type=int, default=50)
     parser.add_argument("--call", action="store_true", help="end in a rewritten function call")
+    parser.add_argument(
+        "--deltas",
+        type=int,
+        default=DELTAS,
+        help="text deltas per stream (the cost of one: "
+        "the difference between two counts over their difference in deltas)",
+    )
     parser.add_argument("--run", type=int, help=argparse.SUPPRESS)  # the counted process
     args = parser.parse_args(argv)
     if args.run is not None:
-        run(args.run, args.call)
+        run(args.run, args.call, args.deltas)
         return 0
-    count = instructions(args.streams, args.call)
+    count = instructions(args.streams, args.call, args.deltas)
     what = "ending in a rewritten call" if args.call else "core only"
-    print(f"instructions per 200-delta Responses stream, {what}: {count:,}")
+    print(f"instructions per {args.deltas}-delta Responses stream, {what}: {count:,}")
     return 0
 
 
