@@ -288,3 +288,106 @@ def run_streams(draw: st.DrawFn) -> list[bytes]:
 @given(reads=run_streams())
 def test_runs_give_what_parsing_every_event_gives(reads: list[bytes]) -> None:
     same_as_parsed([reads, [FINAL]])
+
+
+# -- where a run ends -------------------------------------------------------------------------
+
+
+def runs_taken(rounds: list[list[bytes]]) -> list[int]:
+    """How many events each run that was looked for took (0: none began there)."""
+    taken: list[int] = []
+    read = runs.TextRun.read
+
+    def counting(self: runs.TextRun, data: bytes, pos: int, seq: int) -> runs.Run | None:
+        found = read(self, data, pos, seq)
+        taken.append(found.count if found is not None else 0)
+        return found
+
+    with mock.patch.object(runs.TextRun, "read", counting):
+        outcome(rounds)
+    return taken
+
+
+def with_odd(odd: bytes) -> bytes:
+    """Ten deltas (numbered 5 to 14: the first is the lane's own, the run takes the other
+    nine), `odd`, then ten more (numbered 16 on)."""
+    before = numbered([f"b{i} " for i in range(10)])
+    after = numbered([f"a{i} " for i in range(10)], start=16)
+    return message([*before, odd, *after])
+
+
+# Events after which a run ends, and how many events the run that begins after the lane's
+# own delta takes: the nine before them, and more where the odd event is a delta after all.
+BREAKS = [
+    (delta(b"a\nb", b"15", extra=b"}\n\n"), 9),  # a raw line break: the values out of step
+    (delta(b'a","delta":"b', b"15", extra=b"}\n\n"), 9),  # a key twice: one value more
+    (delta(b"x", b'15,"sequence_number":16', extra=b"}\n\n"), 9),
+    (delta(b"x", b"15", extra=b"}}\n\n"), 9),  # proven, but the number is `15}`
+    (delta(b"x", b"15", extra=b',"x":1}\n\n'), 9),
+    (delta(b"x", b"15", extra=b"}\n") + b"event: response.output_text.delta\n\n", 9),
+    (delta(b"x", b"15", extra=b"}")[:-12] + b"\n\n", 9),  # truncated
+    (b"event: response.output_text.delta\ndata: {\n\n", 9),  # `{` and garbage
+    (b"event: response.output_text.delta\ndata: {" + b"\x00" * 7 + b"\n\n", 9),
+    (b": keep-alive\n\n", 9),
+    (delta(b"x", b"15", extra=b"}\n\n\n"), 10),  # an empty line after it: a delta all the same
+    (delta(b"x", b"15", extra=b"}\n\n"), 20),  # no break at all: the run goes on
+]
+
+
+@pytest.mark.parametrize(("odd", "count"), BREAKS)
+def test_a_run_takes_the_deltas_before_an_odd_event_and_no_more(odd: bytes, count: int) -> None:
+    body = with_odd(odd)
+    assert runs_taken([[body], [FINAL]])[0] == count
+    same_as_parsed([[body], [FINAL]])
+
+
+@pytest.mark.parametrize("odd", [odd for odd, _ in BREAKS[:8]])
+def test_a_run_that_breaks_is_sent_as_its_parse_says_wherever_the_reads_cut(odd: bytes) -> None:
+    body = with_odd(odd)
+    at = body.index(odd)
+    for k in range(at - 200, at + len(odd) + 200):
+        rounds = [[body[:k], body[k:]], [FINAL]]
+        with parsing_every_event():
+            expected = outcome(rounds)
+        assert outcome(rounds) == expected, k
+
+
+def obfuscated(n: int, text: bytes, copy: bytes, *, tail: bytes = b'"}\n\n') -> bytes:
+    """A delta in OpenAI's order: the number first, an `obfuscation` copied as it came."""
+    return (
+        b"event: response.output_text.delta\ndata: "
+        + b'{"type":"response.output_text.delta","sequence_number":%d,' % n
+        + b'"item_id":"msg_0","output_index":0,"content_index":0,"delta":"'
+        + text
+        + b'","logprobs":[],"obfuscation":"'
+        + copy
+        + tail
+    )
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        obfuscated(15, b"x", b"ab"),
+        obfuscated(15, b"x", b"a\nb"),
+        obfuscated(15, b"x", b"a\\u0041"),
+        obfuscated(15, b"x", b'a","obfuscation":"b'),
+        obfuscated(15, b"x", b"ab", tail=b'","x":1}\n\n'),
+        obfuscated(15, b"x\\n", b"ab"),
+        obfuscated(15, b"", b"ab"),
+        obfuscated(16, b"x", b"ab"),  # numbered otherwise: rebuilt with the client's
+        obfuscated(15, b"x", b"ab")[:-9] + b"\n\n",
+    ],
+)
+def test_obfuscated_runs_end_where_the_parse_would_read_an_event(odd: bytes) -> None:
+    """Three holes a delta (OpenAI's, read by the general reader): what the runs take around
+    an odd event is what the parse gives, wherever the reads cut."""
+    deltas = [obfuscated(n, b"w%d " % n, b"Zx%d" % n) for n in range(4, 15)]
+    deltas[0] = deltas[0].replace(b'"w4 "', b'"plain "')
+    deltas += [odd, *(obfuscated(n, b"w%d " % n, b"Q%d" % n) for n in range(16, 26))]
+    head = Upstream().created().message(done=False).numbered_events()
+    body = b"".join([*head, *deltas]) + Upstream(index=1).completed().body()
+    same_as_parsed([[body]])
+    at = body.index(odd)
+    for k in range(at - 150, at + len(odd) + 150, 3):
+        same_as_parsed([[body[:k], body[k:]]])
