@@ -7,9 +7,11 @@ naming what moved, when a release changes any of it."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import inspect
 
 import uvicorn
+import uvicorn.server
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import Server, ServerState
 
@@ -24,42 +26,64 @@ def _source(function: object) -> str:
     return inspect.getsource(function)  # type: ignore[arg-type]
 
 
+def _uvicorns_own_server() -> type[Server]:
+    """uvicorn's `Server` as its module defines it. Other libraries patch the class on import
+    (sse-starlette, which the Agents SDK brings through mcp, replaces `Server.handle_exit`), and
+    which of them a test run has imported depends on the order the tests ran in; the contract is
+    with uvicorn's own code, so it is read from a fresh load of uvicorn's module."""
+    spec = importlib.util.spec_from_file_location(
+        "uvicorn_server_as_shipped", uvicorn.server.__file__
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    own: type[Server] = module.Server
+    return own
+
+
+UVICORN_SERVER = _uvicorns_own_server()
+
+
 # -- DrainingServer --------------------------------------------------------------------------
 
 
 def test_the_server_still_has_each_method_draining_server_overrides() -> None:
-    overridden = [name for name in vars(DrainingServer) if callable(getattr(Server, name, None))]
+    overridden = [
+        name for name in vars(DrainingServer) if callable(getattr(UVICORN_SERVER, name, None))
+    ]
     assert sorted(overridden) == ["capture_signals", "handle_exit", "shutdown"], (
         "DrainingServer overrides a method uvicorn's Server no longer has, or a new one"
     )
-    assert list(inspect.signature(Server.handle_exit).parameters) == ["self", "sig", "frame"], (
-        "uvicorn's Server.handle_exit takes other arguments"
-    )
-    assert list(inspect.signature(Server.shutdown).parameters) == ["self", "sockets"], (
+    assert list(inspect.signature(UVICORN_SERVER.handle_exit).parameters) == [
+        "self",
+        "sig",
+        "frame",
+    ], "uvicorn's Server.handle_exit takes other arguments"
+    assert list(inspect.signature(UVICORN_SERVER.shutdown).parameters) == ["self", "sockets"], (
         "uvicorn's Server.shutdown takes other arguments"
     )
-    assert inspect.iscoroutinefunction(Server.shutdown), "Server.shutdown is no coroutine"
+    assert inspect.iscoroutinefunction(UVICORN_SERVER.shutdown), "Server.shutdown is no coroutine"
 
 
 def test_signals_reach_handle_exit_and_are_raised_again_from_captured_signals() -> None:
     """DrainingServer.handle_exit flips the app to draining from the signal handler, and its
     capture_signals empties `_captured_signals` so that a stop carried out exits 0."""
-    serve = _source(Server.serve)
+    serve = _source(UVICORN_SERVER.serve)
     assert "self.capture_signals()" in serve, "Server.serve no longer enters capture_signals"
-    capture = _source(Server.capture_signals)
+    capture = _source(UVICORN_SERVER.capture_signals)
     assert "self.handle_exit" in capture, "capture_signals no longer installs handle_exit"
     assert "self._captured_signals" in capture, (
         "capture_signals no longer raises the signals again from _captured_signals"
     )
-    assert "self._captured_signals.append(sig)" in _source(Server.handle_exit)
-    server = Server(uvicorn.Config(_app, lifespan="off"))
+    assert "self._captured_signals.append(sig)" in _source(UVICORN_SERVER.handle_exit)
+    server = UVICORN_SERVER(uvicorn.Config(_app, lifespan="off"))
     assert server._captured_signals == [], "Server no longer starts with _captured_signals"
 
 
 def test_shutdown_waits_for_open_requests_up_to_the_graceful_timeout() -> None:
     """DrainingServer.shutdown arms the app's drain timer, then lets uvicorn wait for the open
     requests, which it must do for up to `timeout_graceful_shutdown` (the backstop)."""
-    source = _source(Server.shutdown) + _source(Server._wait_tasks_to_complete)
+    source = _source(UVICORN_SERVER.shutdown) + _source(UVICORN_SERVER._wait_tasks_to_complete)
     assert "timeout_graceful_shutdown" in source, "Server.shutdown no longer waits its timeout"
     assert "server_state.tasks" in source, "Server.shutdown no longer waits on the open requests"
 
