@@ -157,18 +157,50 @@ class StreamSanitizer(RoundEvents):
 
     def _read(self, data: bytes) -> list[bytes]:
         if self.phase is _STREAMING and data[-2:] == b"\n\n" and self._decoder.idle:
-            if self._hot:
-                # The one forward-unchanged rule (`ForwardRule`), asked as where the run of
-                # events it forwards ends: a read it forwards whole is the hot path, leaving
-                # as it arrived with no events built (bench.core: this is most of the proxy's
-                # per-chunk CPU on a stream); a read it refuses is not walked a second time
-                # for where that run ends.
-                run = run_end(data, 0, self._rule.want_now())
-                if run == len(data):
-                    return self._forward_run(data)
-                return self._refused_read(data, run=run)
-            if self._round.envelope is None:
-                return self._first_read(data)
+            return self._whole_events(data)
+        if self.phase is not _STREAMING or data.find(b"\r") >= 0:
+            return self._handle(self._decoder.feed(data), None)
+        return self._split_read(data)
+
+    def _split_read(self, data: bytes) -> list[bytes]:
+        """A read that does not end on an event boundary, or begins inside the event the
+        decoder holds (a fast upstream's bursts, cut wherever the transport's read ended): the
+        held event is finished by the decoder, the whole events after it are read as a read
+        of their own (`_whole_events`: the hot path), and the unfinished last one goes to the
+        decoder. Without this, every event of such a read took the general path (about 24K
+        instructions a delta on a 16 KiB read against about 2K).
+
+        The same events go through the same rules as when the decoder reads it all: a blank
+        line (`\\n\\n`) always ends an event, and a read with a CR in it does not come here."""
+        out: list[bytes] = []
+        start = 0
+        if not self._decoder.idle:
+            start = data.find(b"\n\n") + 2
+            if start == 1:  # still inside the held event
+                return self._handle(self._decoder.feed(data), None)
+            out = self._handle(self._decoder.feed(data[:start]), None)
+        end = data.rfind(b"\n\n", start) + 2  # 1: no blank line from `start` on
+        if end > max(start, 1) and self.phase is _STREAMING and self._decoder.idle:
+            out += self._whole_events(data[start:end])
+            start = end
+        if start < len(data):
+            out += self._handle(self._decoder.feed(data[start:]), None)
+        return out
+
+    def _whole_events(self, data: bytes) -> list[bytes]:
+        """A read of whole events (it ends with a blank line, the decoder holds nothing)."""
+        if self._hot:
+            # The one forward-unchanged rule (`ForwardRule`), asked as where the run of events
+            # it forwards ends: a read it forwards whole is the hot path, leaving as it
+            # arrived with no events built (bench.core: this is most of the proxy's per-chunk
+            # CPU on a stream); a read it refuses is not walked a second time for where that
+            # run ends.
+            run = run_end(data, 0, self._rule.want_now())
+            if run == len(data):
+                return self._forward_run(data)
+            return self._refused_read(data, run=run)
+        if self._round.envelope is None:
+            return self._first_read(data)
         return self._handle(self._decoder.feed(data), None)
 
     def _forward_run(

@@ -24,6 +24,7 @@ from tests.chat.helpers import (
     calls,
     chunk,
     content_of,
+    feed_reads,
     finish,
     frag,
     hcall,
@@ -38,6 +39,7 @@ from tests.chat.helpers import (
     tool,
     tool_deltas,
     tool_msg,
+    usage_chunk,
 )
 
 NATIVE = "call_Ab3De5Gh7Jk9Lm1No3Pq5Rs"
@@ -172,6 +174,41 @@ def test_an_unchanged_read_leaves_as_the_bytes_that_arrived() -> None:
     data = sse(role(), text("a"), text("b"), done=False)
     core = Setup(body=request(tools=[{"type": "function", "function": {"name": "f"}}])).core()
     assert b"".join(core.feed(data)) == data
+
+
+# -- reads cut inside an event (a fast upstream's bursts) ------------------------------------
+
+
+def _long_answer(call: bool) -> bytes:
+    items = [role(), *(text(f"word{n} ") for n in range(120))]
+    if call:
+        items.append(calls(header(0, "functions.bash:0", "bash", '{"command":"ls"}')))
+    return sse(*items, finish("tool_calls" if call else "stop"), usage_chunk())
+
+
+@pytest.mark.parametrize("call", [False, True], ids=["text", "call"])
+@pytest.mark.parametrize("tools", [False, True], ids=["no tools", "tools"])
+@pytest.mark.parametrize("size", [7, 100, 333, 1000, 4096])
+def test_reads_cut_inside_events_take_the_hot_path_and_send_what_the_decoder_would(
+    size: int, tools: bool, call: bool
+) -> None:
+    """A read that ends inside an event, or begins inside the one the decoder holds, reads
+    its whole events on the hot path; the client gets what byte-by-byte feeding (the
+    decoder and the general path for every event) gives."""
+    offered = [tool("bash")] if tools else None
+    body = request(tools=offered, model="kimi-k2")
+    data = _long_answer(call)
+    reads = [data[at : at + size] for at in range(0, len(data), size)]
+    assert any(not read.endswith(b"\n\n") for read in reads)
+    cut, bytewise = Setup(body=body).core(), Setup(body=body).core()
+    pieces = [piece for read in reads for piece in cut.feed(read)] + cut.end()
+    expected = feed_reads(bytewise, [data[i : i + 1] for i in range(len(data))])
+    assert parse_sse(b"".join(pieces)) == parse_sse(expected)
+    assert content_of(parse_sse(b"".join(pieces))) == "".join(f"word{n} " for n in range(120))
+    # The general path writes each event again, a piece of its own; the hot path sends the
+    # whole events between two cuts as one piece, the bytes as they arrived.
+    if size >= 1000:
+        assert len(pieces) < 2 * len(reads) + 8 < 120
 
 
 # -- a held call's fragments taken from their bytes (proxy/chat/lane.py) ----------------------
