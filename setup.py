@@ -56,6 +56,7 @@ from setuptools.command.build_ext import build_ext
 COMPILED = [
     "proxy/chat/calls.py",
     "proxy/chat/codec.py",
+    "proxy/chat/choice_state.py",
     "proxy/chat/choices.py",
     "proxy/chat/continuation.py",
     "proxy/chat/exchange.py",

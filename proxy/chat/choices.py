@@ -2,7 +2,8 @@
 
 Rules (SPEC §4, §5):
 - A choice's tool-call deltas go to its `ChoiceCalls`; with text tool calls on, its content
-  passes through a `TextCallScanner` first, and recovered calls join the native ones.
+  passes through a `TextCallScanner` first, and recovered calls join the native ones (each
+  choice's own: `ChoiceState`, choice_state.py).
 - A choice finishes at its first real `finish_reason` (`""` is what some servers send for
   "not finished"), or at the stream's end: what was held is released, and `finish_reason` is
   made truthful.
@@ -12,16 +13,15 @@ Rules (SPEC §4, §5):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
 
 from proxy.chat.calls import ChoiceCalls, merge_fragments
+from proxy.chat.choice_state import ChoiceState
 from proxy.chat.continuation import RoundContent
-from proxy.core.decide import ChoiceIds, ResponseIds, truthful_finish_reason
+from proxy.core.decide import ResponseIds
 from proxy.core.guard import Replay
-from proxy.core.notes import DeltaRepaired, Note
-from proxy.core.textcalls import RecoveredCall, TextCallScanner
+from proxy.core.notes import Note
 
 
 class ChoiceChange(Enum):
@@ -35,31 +35,6 @@ class ChoiceChange(Enum):
 _SAME = ChoiceChange.SAME
 _CHANGED = ChoiceChange.CHANGED
 _EMPTY = ChoiceChange.EMPTY
-
-
-@dataclass(slots=True, init=False)
-class ChoiceState:
-    index: int
-    ids: ChoiceIds
-    calls: ChoiceCalls | None  # from the choice's first tool call (most have none)
-    finished: bool
-    scanner: TextCallScanner | None  # only when text tool calls are recovered
-
-    # Written out (init=False), the defaults here only: mypyc compiles this one; the
-    # one dataclasses generates would stay Python.
-    def __init__(
-        self,
-        index: int,
-        ids: ChoiceIds,
-        calls: ChoiceCalls | None = None,
-        finished: bool = False,
-        scanner: TextCallScanner | None = None,
-    ) -> None:
-        self.index = index
-        self.ids = ids
-        self.calls = calls
-        self.finished = finished
-        self.scanner = scanner
 
 
 class Choices:
@@ -99,7 +74,7 @@ class Choices:
 
     def _held_text(self) -> bool:
         for state in self._states.values():
-            if state.scanner is None or state.scanner.holding:
+            if state.holds_text():
                 return True
         return not self._states
 
@@ -135,8 +110,8 @@ class Choices:
     def takes_plain_start(self, text: str) -> bool:
         """`text`, the first content of the only choice (index 0), read from the bytes of an
         event the stream forwards as they came: taken when its scanner, new, passes it on
-        whole at once (TextCallScanner.takes_plain_start), as `_scan_text` would have fed
-        it. False: nothing was done (the event takes the general path)."""
+        whole at once (TextCallScanner.takes_plain_start), as `ChoiceState.scan_text` would
+        have fed it. False: nothing was done (the event takes the general path)."""
         state = self._states.get(0)
         if (
             not self._text_calls
@@ -144,12 +119,9 @@ class Choices:
             or len(self._states) != 1
             or state.scanner is not None
             or state.finished
+            or not state.takes_plain_start(text)
         ):
             return False
-        scanner = TextCallScanner(self._ids.facts.offered_tools)
-        if not scanner.takes_plain_start(text):
-            return False
-        state.scanner = scanner
         self.holding_text = self._held_text()
         return True
 
@@ -157,9 +129,7 @@ class Choices:
         """A call of the choice at `index` that waits for complete arguments: its choice's
         calls and its upstream index."""
         state = self._states.get(index) if type(index) is int else None
-        calls = state.calls if state is not None else None
-        held = calls.held_index() if calls is not None else None
-        return None if calls is None or held is None else (calls, held)
+        return state.held_call() if state is not None else None
 
     def close(self) -> list[dict[str, Any]]:
         """The stream ended: finish every open choice; the finishing choices to send."""
@@ -179,7 +149,7 @@ class Choices:
                 if released:
                     out.append({"index": index, "delta": delta, "finish_reason": None})
                 break
-            reason = self._finish_reason(state, None) or "stop"
+            reason = state.truthful_reason(None) or "stop"
             if emitted:
                 delta["tool_calls"] = merge_fragments(emitted)
             out.append({"index": index, "delta": delta, "finish_reason": reason})
@@ -190,14 +160,9 @@ class Choices:
     def _state(self, index: int) -> ChoiceState:
         state = self._states.get(index)
         if state is None:
-            state = self._states[index] = ChoiceState(index, self._ids.choice(index))
+            state = self._states[index] = ChoiceState(index, self._ids, self._notes)
             self.holding_text = True  # its scanner has seen nothing yet
         return state
-
-    def _calls(self, state: ChoiceState) -> ChoiceCalls:
-        if state.calls is None:
-            state.calls = ChoiceCalls(state.index, state.ids, self._ids, self._notes)
-        return state.calls
 
     def _rewrite(self, choice: dict[str, Any], position: int) -> ChoiceChange:
         index = choice.get("index")
@@ -235,13 +200,14 @@ class Choices:
     ) -> bool:
         changed = False
         if self._text_calls and isinstance(delta.get("content"), str) and delta["content"]:
-            changed = self._scan_text(state, delta, emitted)
+            changed = state.scan_text(delta, emitted)
+            self.holding_text = self._held_text()
         if self._content is not None:  # what a follow-up request repeats (SPEC §5)
             self._content.add_delta(delta)
         if "tool_calls" in delta:
             changed = True
             # extend, not rebind: calls recovered from this delta's text are in `emitted`
-            calls = state.calls or self._calls(state)
+            calls = state.calls or state.made_calls()
             emitted.extend(calls.take(delta.pop("tool_calls")))
         return changed
 
@@ -258,7 +224,7 @@ class Choices:
             delta = _delta_of(choice)
             delta["content"] = (delta.get("content") or "") + released
             changed = True
-        fixed = self._finish_reason(state, reason)
+        fixed = state.truthful_reason(reason)
         if fixed != reason:
             choice["finish_reason"] = fixed
             changed = True
@@ -271,7 +237,7 @@ class Choices:
         state.finished = True
         released = ""
         if state.scanner is not None:
-            released = self._text_segments(state, state.scanner.end(), out)
+            released = state.release_text(out)
             self.holding_text = self._held_text()
             if released and self._content is not None:
                 # What a follow-up request repeats (SPEC §5): the delta this text joins, if
@@ -281,47 +247,11 @@ class Choices:
             state.calls.finish(out)
         return released
 
-    def _finish_reason(self, state: ChoiceState, reason: object) -> object:
-        fixed = truthful_finish_reason(bool(state.ids.delivered), reason)
-        if fixed != reason:
-            self._notes.append(DeltaRepaired(kind="finish_reason", detail=f"{reason} -> {fixed}"))
-        return fixed
-
     def _asks_followup(self, state: ChoiceState) -> bool:
         ids = state.ids
         return (
             self._followups and self._ids.guard.enabled and bool(ids.replays) and not ids.delivered
         )
-
-    # -- text tool calls -------------------------------------------------------------------------
-
-    def _scan_text(
-        self, state: ChoiceState, delta: dict[str, Any], out: list[dict[str, Any]]
-    ) -> bool:
-        """Content passes through the markup scanner; True when the delta changed."""
-        if state.scanner is None:
-            state.scanner = TextCallScanner(self._ids.facts.offered_tools)
-        original = delta["content"]
-        text = self._text_segments(state, state.scanner.feed(original), out)
-        self.holding_text = self._held_text()
-        if text == original:
-            return False
-        if text:
-            delta["content"] = text
-        else:
-            del delta["content"]
-        return True
-
-    def _text_segments(
-        self, state: ChoiceState, segments: list[str | RecoveredCall], out: list[dict[str, Any]]
-    ) -> str:
-        text: list[str] = []
-        for segment in segments:
-            if isinstance(segment, str):
-                text.append(segment)
-            else:
-                self._calls(state).recovered(segment, out)
-        return "".join(text)
 
 
 def _delta_of(choice: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from proxy.bridge.over_chat import exchange_over_chat
 from proxy.bridge.responses_chat.message import chat_to_response
 from proxy.bridge.responses_chat.output import ResponseHead
 from proxy.bridge.responses_chat.request import responses_to_chat
-from proxy.bridge.responses_chat.stream import ResponsesStream
+from proxy.bridge.responses_chat.stream import ResponsesOverChatStream
 from proxy.bridge.responses_chat.tools import map_tools
 from proxy.core.errors import ProxyError, ReplayLoopDetected, UpstreamError, error_body
 from proxy.core.exchange import MessageAnswer, RoundExchange
@@ -37,11 +37,11 @@ class ResponsesEnd:
     def __init__(self, head: ResponseHead, entropy: Callable[[int], bytes]) -> None:
         self._head = head
         self._entropy = entropy
-        self._stream: ResponsesStream | None = None  # one client stream across the rounds
+        self._stream: ResponsesOverChatStream | None = None  # one client stream across the rounds
 
     def open_stream(self) -> None:
         if self._stream is None:
-            self._stream = ResponsesStream(self._head, self._entropy)
+            self._stream = ResponsesOverChatStream(self._head, self._entropy)
 
     def feed(self, data: bytes) -> bytes:
         return self._stream.feed(data) if self._stream is not None else b""
