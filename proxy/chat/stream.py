@@ -163,15 +163,9 @@ class StreamSanitizer(RoundEvents):
         return self._split_read(data)
 
     def _split_read(self, data: bytes) -> list[bytes]:
-        """A read that does not end on an event boundary, or begins inside the event the
-        decoder holds (a fast upstream's bursts, cut wherever the transport's read ended): the
-        held event is finished by the decoder, the whole events after it are read as a read
-        of their own (`_whole_events`: the hot path), and the unfinished last one goes to the
-        decoder. Without this, every event of such a read took the general path (about 24K
-        instructions a delta on a 16 KiB read against about 2K).
-
-        The same events go through the same rules as when the decoder reads it all: a blank
-        line (`\\n\\n`) always ends an event, and a read with a CR in it does not come here."""
+        """A read cut inside an event (a fast upstream's burst): the decoder finishes the
+        event it holds, the whole events after it take the hot path as a read of their own,
+        the cut tail goes to the decoder (a blank line always ends an event; no CR here)."""
         out: list[bytes] = []
         start = 0
         if not self._decoder.idle:
@@ -190,11 +184,9 @@ class StreamSanitizer(RoundEvents):
     def _whole_events(self, data: bytes) -> list[bytes]:
         """A read of whole events (it ends with a blank line, the decoder holds nothing)."""
         if self._hot:
-            # The one forward-unchanged rule (`ForwardRule`), asked as where the run of events
-            # it forwards ends: a read it forwards whole is the hot path, leaving as it
-            # arrived with no events built (bench.core: this is most of the proxy's per-chunk
-            # CPU on a stream); a read it refuses is not walked a second time for where that
-            # run ends.
+            # The forward-unchanged rule (`ForwardRule`), asked where the run it forwards ends:
+            # a read it forwards whole leaves as it arrived, no events built (the hot path); a
+            # refused read is not walked again for where that run ends.
             run = run_end(data, 0, self._rule.want_now())
             if run == len(data):
                 return self._forward_run(data)
@@ -230,15 +222,13 @@ class StreamSanitizer(RoundEvents):
         intact: bool = True,
         run: int = -1,
     ) -> list[bytes]:
-        """A read the rule refused, walked event by event. Three fast paths come first, each
-        a method that states when it applies:
-        - `_done_whole`: `data: [DONE]`, handled without the decoder's split;
-        - `_lane_takes`: a held call's argument fragment, taken by the fragment lane;
-        - `_forwardable_run`: a run of events the rule forwards, which leaves as it arrived
-          (the first content of a round, or a tool call after content, refuses a read whose
-          other events pass: those are then not decoded and encoded one by one).
-        Any other event takes the general path (one `data: {...}` line parsed as it stands,
-        anything else through the decoder), and the rule is asked again after it.
+        """A read the rule refused, walked event by event. Three fast paths come first (each
+        method says when it applies): `_done_whole` (`data: [DONE]`), `_lane_takes` (a held
+        call's argument fragment), `_forwardable_run` (a run of events the rule forwards,
+        leaving as it arrived: the first content of a round, or a tool call after content,
+        refuses a read whose other events pass). Any other event takes the general path
+        (one `data: {...}` line parsed as it stands, anything else through the decoder), and
+        the rule is asked again after it.
 
         `out`: the output for `data[:pos]`; `intact`: it is those bytes as they arrived (each
         event handled so far left unchanged). When a run the rule forwards then ends the
