@@ -85,6 +85,7 @@ class ResponsesStream:
         # OpenAI-style upstreams send `event:` + `data:` events, split without a step per line.
         self._reader = EventReader()
         self._idle = True  # the reader holds no part of an event: a run may begin here
+        self._cut = b""  # the start of a text delta the last read cut (`_cut_delta`)
         self._first_round = carry.rounds == 0
         carry.rounds += 1
         self._upstream_error = False  # the upstream sent an `error` event
@@ -110,6 +111,8 @@ class ResponsesStream:
     # -- the shell's calls ---------------------------------------------------------------------
 
     def feed(self, data: bytes) -> list[bytes]:
+        if self._cut:
+            data, self._cut = self._cut + data, b""
         out: list[bytes] = []
         pos, size = 0, len(data)
         runs = _RUNS_PER_READ
@@ -127,8 +130,8 @@ class ResponsesStream:
             else:
                 end = _event_end(data, pos) if runs and not self._idle else size
             piece = data if pos == 0 and end == size else data[pos:end]
-            self._handle(self._reader.feed(piece), out)
-            self._idle = piece.endswith(b"\n\n")
+            if not self._read(piece, out):
+                break
             pos = end
         return out
 
@@ -137,6 +140,9 @@ class ResponsesStream:
         if self.phase is not StreamPhase.STREAMING:
             return []
         out: list[bytes] = []
+        if self._cut:
+            self._handle(self._reader.feed(self._cut), out)
+            self._cut = b""
         self._handle(self._reader.end(), out)
         if self.phase is StreamPhase.STREAMING and self._upstream_error:
             # The upstream said what went wrong and stopped: not a response to complete.
@@ -149,6 +155,16 @@ class ResponsesStream:
             except ReplayLoopDetected as exc:
                 self._broken(exc)
         return out
+
+    def _read(self, piece: bytes, out: list[bytes]) -> bool:
+        """A piece of a read for the reader; False: a text delta the read cut, held for the
+        next read, whose run then begins with it."""
+        if self._idle and self._items.lane is not None and _cut_delta(piece):
+            self._cut = piece
+            return False
+        self._handle(self._reader.feed(piece), out)
+        self._idle = piece.endswith(b"\n\n")
+        return True
 
     @property
     def nothing_released(self) -> bool:
@@ -314,6 +330,18 @@ class ResponsesStream:
 # keep failing the runs' checks goes to the general path whole, as it would without runs.
 _RUNS_PER_READ = 8
 _TEXT_DELTA_LINE = HEAD[: HEAD.index(b"\n") + 1]
+_MAX_CUT = 64 * 1024  # a cut event held for the next read, at most (one delta is ~200 bytes)
+
+
+def _cut_delta(piece: bytes) -> bool:
+    """Is this the start of a text delta that a read cut (to wait for the next read while a
+    lane is open, where the reader and the general path would take it otherwise)? Bounded:
+    a longer piece goes to the reader."""
+    return (
+        len(piece) <= _MAX_CUT
+        and piece.find(b"\n\n") < 0
+        and _TEXT_DELTA_LINE.startswith(piece[: len(_TEXT_DELTA_LINE)])
+    )
 
 
 def _event_end(data: bytes, pos: int) -> int:

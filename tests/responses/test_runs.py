@@ -262,6 +262,24 @@ def test_a_stream_split_at_every_byte_is_sent_as_its_parse_says() -> None:
         assert outcome(rounds) == expected, k
 
 
+def test_a_body_that_ends_inside_a_delta_is_sent_as_its_parse_says_wherever_it_is_cut() -> None:
+    """The start of a delta a read cut waits for the next read (`_cut_delta`); when the body
+    ends instead, it goes to the reader as the general path would have had it."""
+    body = message(numbered(["one ", "two ", "three "]), replay=False)
+    cut = body[: body.rindex(b"event: response.output_text.delta") + 60]
+    at = cut.rindex(b"event: ")
+    for k in range(at - 5, len(cut) + 1):
+        same_as_parsed([[cut[:k], cut[k:]]])
+
+
+def test_a_delta_longer_than_a_held_cut_is_sent_as_its_parse_says() -> None:
+    long = "x" * (70 * 1024)
+    body = message(numbered(["one ", long, "two "]), replay=False)
+    at = body.index(b"x" * 10)
+    for k in (at - 30, at + 10, at + 66 * 1024, at + 70 * 1024 - 3):
+        same_as_parsed([[body[:k], body[k:]]])
+
+
 # -- any such stream, cut anywhere ------------------------------------------------------------
 
 
