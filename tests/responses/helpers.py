@@ -5,6 +5,7 @@ openai SDK's own stream accumulator, which refuses what real clients refuse)."""
 from __future__ import annotations
 
 import itertools
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -297,13 +298,34 @@ def parse(data: bytes) -> list[dict[str, Any]]:
     return out
 
 
+def _sdk_event_types() -> frozenset[str]:
+    """Every event type the openai SDK's stream event union names."""
+    union = typing.get_args(ResponseStreamEvent)[0]
+    return frozenset(
+        kind
+        for model in typing.get_args(union)
+        for kind in typing.get_args(model.model_fields["type"].annotation)
+    )
+
+
+SDK_EVENT_TYPES = _sdk_event_types()
+
+
 def check_grammar(
-    events: list[dict[str, Any]], *, completed: bool = True, exact: bool = True
+    events: list[dict[str, Any]],
+    *,
+    completed: bool = True,
+    exact: bool = True,
+    passed_on: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """SPEC §8's canonical grammar on what the client received; returns the final response.
 
     `exact`: the completed `output` equals the streamed done items (so where the upstream's
-    own `response.completed` lists nothing newer); without it, the test checks the output."""
+    own `response.completed` lists nothing newer); without it, the test checks the output.
+    `passed_on`: event types the test's upstream sent that the SDK does not know (the proxy
+    passes them on, renumbered only); any other type must be one the SDK knows."""
+    unknown = {e.get("type") for e in events} - SDK_EVENT_TYPES - passed_on
+    assert not unknown, f"event types the SDK does not know: {sorted(map(str, unknown))}"
     seqs = [e["sequence_number"] for e in events]
     assert seqs == sorted(set(seqs)), f"sequence numbers not strictly increasing: {seqs}"
     added = [e["output_index"] for e in events if e["type"] == "response.output_item.added"]
