@@ -28,6 +28,7 @@ from proxy.chat.round_events import RoundEvents, StreamPhase, StreamStateError
 from proxy.chat.sse_scan import CONTENT, MARKUP, PLAIN, USAGE, event_at, run_end, scan
 from proxy.core.decide import ResponseIds
 from proxy.core.errors import ReplayLoopDetected
+from proxy.core.framing import whole_events
 from proxy.core.jsoncomplete import is_complete_json
 from proxy.core.sse import DONE_EVENT, SSEDecoder, SSEEvent
 
@@ -166,15 +167,11 @@ class StreamSanitizer(RoundEvents):
         """A read cut inside an event (a fast upstream's burst): the decoder finishes the
         event it holds, the whole events after it take the hot path as a read of their own,
         the cut tail goes to the decoder (a blank line always ends an event; no CR here)."""
-        out: list[bytes] = []
-        start = 0
-        if not self._decoder.idle:
-            start = data.find(b"\n\n") + 2
-            if start == 1:  # still inside the held event
-                return self._handle(self._decoder.feed(data), None)
-            out = self._handle(self._decoder.feed(data[:start]), None)
-        end = data.rfind(b"\n\n", start) + 2  # 1: no blank line from `start` on
-        if end > max(start, 1) and self.phase is _STREAMING and self._decoder.idle:
+        start, end = whole_events(data, self._decoder.idle)
+        if start < 0:  # still inside the held event
+            return self._handle(self._decoder.feed(data), None)
+        out = self._handle(self._decoder.feed(data[:start]), None) if start else []
+        if end > start and self.phase is _STREAMING and self._decoder.idle:
             out += self._whole_events(data[start:end])
             start = end
         if start < len(data):

@@ -31,15 +31,13 @@ class EventReader:
         if data.find(b"\r") >= 0:  # line ends to normalize, maybe across reads: the decoder's
             return _pairs(decoder.feed(data))
         events: list[Event] = []
-        start = 0
-        if not decoder.idle:
+        start, end = whole_events(data, decoder.idle)
+        if start < 0:
+            return _pairs(decoder.feed(data))
+        if start:
             # The decoder finishes the event it holds; after that blank line it holds nothing.
-            start = data.find(b"\n\n") + 2
-            if start == 1:
-                return _pairs(decoder.feed(data))
             events = _pairs(decoder.feed(data[:start]))
-        end = data.rfind(b"\n\n", start) + 2  # 1: no blank line
-        run = _split(data[start:end]) if end > 1 else None
+        run = _split(data[start:end]) if end > start else None
         if run is None:
             end = start  # not a run of two-line events: the decoder reads all of it
         else:
@@ -51,6 +49,20 @@ class EventReader:
 
     def end(self) -> list[Event]:
         return _pairs(self._decoder.end())
+
+
+def whole_events(data: bytes, idle: bool) -> tuple[int, int]:
+    """Where a read's whole events lie (`data[start:end]`) for a decoder that is `idle` or
+    holds part of an event: `start` is 0, or just past the blank line that ends the held
+    event (-1: the read does not end it); `end` is just past the read's last blank line
+    (`start` when there is none). Before them the decoder finishes its event, after them it
+    keeps the cut tail. A blank line (`\\n\\n`) always ends an event; reads with a CR are the
+    decoder's alone, since `\\r\\n\\r\\n` ends one too."""
+    start = 0 if idle else data.find(b"\n\n") + 2
+    if start == 1:
+        return -1, -1
+    last = data.rfind(b"\n\n", start)
+    return start, last + 2 if last >= 0 else start
 
 
 def _pairs(events: list[SSEEvent]) -> list[Event]:
