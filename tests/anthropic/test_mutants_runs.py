@@ -36,3 +36,28 @@ def test_a_last_delta_at_another_index_is_not_taken_into_the_run(before: int) ->
     )
     got = run(request(), [upstream]).read()  # read() holds every delta to the open block
     assert got.message["content"] == [{"type": "text", "text": PIECE * (before + 1)}]
+
+
+def test_text_after_a_lane_closed_inside_a_read_is_found_from_where_the_read_goes_on() -> None:
+    # Upstream indexes from 1: the lane (client index 0) ends at upstream 1's stop, cut at a
+    # delta at upstream index 0 (another block), more than 255 bytes into the second read.
+    def block(index: int) -> bytes:
+        content = {"type": "text", "text": ""}
+        return ev({"type": "content_block_start", "index": index, "content_block": content})
+
+    def text(index: int, words: str) -> bytes:
+        body = {"type": "text_delta", "text": words}
+        return ev({"type": "content_block_delta", "index": index, "delta": body})
+
+    reads = [
+        start() + block(1) + text(1, "hello "),
+        text(1, "more")
+        + ev({"type": "content_block_stop", "index": 1})
+        + block(0)
+        + text(0, "second ")
+        + text(0, "block")
+        + ev({"type": "content_block_stop", "index": 0})
+        + end("end_turn"),
+    ]
+    got = run(request(), [b"".join(reads)], read_size=len(reads[0])).read()
+    assert [b["text"] for b in got.message["content"]] == ["hello more", "second block"]
