@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import anthropic_core, bridge_core, responses_core
+from bench import anthropic_core, bridge_core, opcodes, responses_core
 
 
 @pytest.mark.parametrize("call", [False, True])
@@ -25,3 +25,21 @@ def test_the_anthropic_bench_stream_ends_in_the_call_it_names() -> None:
     _, upstream, reads = anthropic_core._stream(call=True)
     assert b"".join(reads) == upstream
     assert b'"functions.Bash:0"' in upstream and upstream.rstrip().endswith(b"}")
+
+
+def test_the_opcode_count_is_one_stream_and_repeats() -> None:
+    # One stream's opcodes, twice over: the same count (no warm-up left in the difference),
+    # and the proxy's own functions named with their modules.
+    first = opcodes.per_stream("responses")
+    assert first == opcodes.per_stream("responses")
+    assert first[("proxy/responses/stream.py", "feed")] > 0
+    assert all(count > 0 for count in first.values())
+
+
+def test_the_bridge_runs_many_times_chats_opcodes_on_the_same_stream() -> None:
+    # Chat's stream read as Chat and through the Responses bridge: the bridge parses every
+    # chunk, so it runs many times Chat's opcodes (a count that could not tell them apart
+    # would be measuring the harness).
+    chat = sum(opcodes.per_stream("chat").values())
+    bridged = sum(opcodes.per_stream("responses_over_chat").values())
+    assert 0 < chat * 5 < bridged
