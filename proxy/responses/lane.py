@@ -29,6 +29,10 @@ _HEAD = HEAD
 _SEQ, _TEXT, _COPY = SEQ, TEXT, COPY
 # The values that differ from one delta of a part to the next; every other value is fixed.
 _HOLES = {"sequence_number": _SEQ, "delta": _TEXT, "obfuscation": _COPY}
+# Each hole's value while the event is written once (`_split`): a string no upstream writes in
+# an event (NULs), and the piece `dumps` makes of it between its quotes.
+_MARKS = {key: f"\x00{kind}\x00" for key, kind in _HOLES.items()}
+_MARKED = {key: dumps(mark)[1:-1] for key, mark in _MARKS.items()}
 # What a JSON string's text may not hold as it is (a quote ends it, a backslash escapes).
 _NOT_PLAIN = re.compile(rb'["\\\x00-\x1f]')
 _MAX_DIGITS = 18  # any such integer parses as one (orjson reads past 64 bits as a float)
@@ -224,7 +228,37 @@ class TextLane:
 
 def _split(event: dict[str, Any]) -> tuple[list[bytes], list[int], bytes]:
     """The event as `dumps` writes it, split on quotes with its holes' values emptied; where
-    each hole's value is (in key order); and what follows the sequence number in its piece."""
+    each hole's value is (in key order); and what follows the sequence number in its piece.
+
+    Written once with a mark in each hole (a string no event holds: else it is written key
+    by key, `_split_by_key`), then each mark's piece found: one `dumps` call, not one per key."""
+    keys = [key for key in event if key in _HOLES]
+    marked = dict(event)
+    for key in keys:
+        marked[key] = _MARKS[key]
+    parts = dumps(marked).split(b'"')
+    found = [parts.index(_MARKED[key]) for key in keys if parts.count(_MARKED[key]) == 1]
+    if len(found) != len(keys):
+        return _split_by_key(event)  # some value holds a mark: where the hole is is unclear
+    holes: list[int] = []
+    seq_tail, shift = b"", 0
+    for key, at in zip(keys, found, strict=True):
+        at -= shift
+        if _HOLES[key] == _SEQ:
+            # `:`, the mark, then what follows the number: one piece `:` + tail, emptied.
+            seq_tail = parts[at + 1]
+            parts[at - 1 : at + 2] = [b""]
+            holes.append(at - 1)
+            shift += 2
+        else:  # the piece between its quotes
+            parts[at] = b""
+            holes.append(at)
+    return parts, holes, seq_tail
+
+
+def _split_by_key(event: dict[str, Any]) -> tuple[list[bytes], list[int], bytes]:
+    """`_split`, written key by key with nothing in the holes (for an event whose values
+    hold a mark)."""
     written = b"{"
     holes = []
     for n, (key, value) in enumerate(event.items()):
