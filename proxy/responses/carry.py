@@ -22,9 +22,13 @@ QUIET_EVENTS = frozenset({"response.created", "response.in_progress", "response.
 IDENTITY_KEYS = ("id", "created_at", "model")
 
 
+# A tuple, not `int | str | ...`: the union would be built again at every call.
+_HASHABLE = (int, str, float, type(None))
+
+
 def key_of(value: object) -> object:
     """A JSON value as a dict key (an index that is a list or object is not hashable)."""
-    return value if isinstance(value, int | str | float | None) else repr(value)
+    return value if isinstance(value, _HASHABLE) else repr(value)
 
 
 def encode(event: dict[str, Any]) -> bytes:
