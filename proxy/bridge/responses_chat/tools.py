@@ -91,7 +91,7 @@ def _add(out: MappedTools, tool: dict[str, Any], namespace: str | None) -> None:
     kind = tool.get("type")
     name = tool.get("name")
     if kind not in ("function", "custom") or not isinstance(name, str) or not name:
-        out.dropped.append(str(kind if kind not in ("function", "custom") else "unnamed tool"))
+        out.dropped.append(str(kind if kind not in ("function", "custom") else "unnamed_tool"))
         return
     chat_name = flat_name(name, namespace)
     if kind == "custom":
