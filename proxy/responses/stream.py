@@ -228,7 +228,13 @@ class ResponsesStream:
         calls = self._calls.calls
         if handler is not None:
             handler(event, out)
-        elif is_call_event(kind) and upstream_index(event) in calls:
+        elif (
+            calls
+            and (is_call_event(kind) or "output_index" in event)
+            and upstream_index(event) in calls
+        ):
+            # Any event at a call's index is the call's: its client index and item id, and
+            # held or dropped with it (an unknown kind too, not a new index for it).
             self._calls.event(calls[upstream_index(event)], kind, event, out)
         elif "output_index" in event:
             self._items.event(upstream_index(event), event, out)

@@ -182,6 +182,40 @@ def test_reasoning_builtin_items_and_unknown_events_pass_unchanged() -> None:
     assert b": keep-alive" in result.body
 
 
+def test_an_unknown_event_at_a_calls_index_is_the_calls() -> None:
+    """An event of a kind no rule names, at a call's `output_index`, reaches the client at
+    that call's client index and item id, after the call's `output_item.added` (SPEC §4:
+    no index that no item announced); a replayed call's such event is dropped with it."""
+    thing = event("response.future_thing", output_index=0, item_id="fc_up", sequence_number=3)
+    upstream = Upstream().created().message("hi")
+    upstream.call("functions.bash:0", ARGS, done=False, item_done=False)
+    upstream.raw(thing.replace(b'"output_index":0', b'"output_index":1'))
+    done = event(
+        "response.function_call_arguments.done",
+        output_index=1,
+        item_id="fc_up",
+        arguments=ARGS,
+        sequence_number=4,
+    )
+    upstream.raw(done).completed()
+    result = run(request(), upstream.body())
+    check_grammar(result.events, passed_on=frozenset({"response.future_thing"}))
+    added = next(
+        e
+        for e in result.events
+        if e["type"] == "response.output_item.added" and e["item"]["type"] == "function_call"
+    )
+    [thing_out] = [e for e in result.events if e["type"] == "response.future_thing"]
+    assert thing_out["output_index"] == added["output_index"] == 1
+    assert thing_out["item_id"] == added["item"]["id"]
+    assert result.events.index(thing_out) > result.events.index(added)
+    indexes = {e["output_index"] for e in result.events if "output_index" in e}
+    assert indexes == {0, 1}
+
+    replayed = run(request(*answered_call("functions.bash:0", ARGS)), upstream.body())
+    assert not [e for e in replayed.events if e["type"] == "response.future_thing"]
+
+
 def test_held_call_is_delivered_after_a_later_item_with_dense_indexes() -> None:
     """A possible replay waits for its arguments; a message that starts meanwhile takes the
     next client index first (SPEC §4)."""
