@@ -18,6 +18,7 @@ from tests.anthropic.anthropic_wire import (
     run,
     tool_use,
 )
+from tests.anthropic.test_anthropic_whole_message import _whole
 
 LS = {"command": "ls"}
 GREP = {"pattern": "x"}
@@ -33,17 +34,7 @@ HISTORY = (
 
 
 def whole(*blocks: Any, stop_reason: str | None = "tool_use") -> bytes:
-    message = {
-        "id": "msg_whole",
-        "type": "message",
-        "role": "assistant",
-        "model": "some-model",
-        "content": list(blocks),
-        "stop_reason": stop_reason,
-        "stop_sequence": None,
-        "usage": {"input_tokens": 5, "output_tokens": 7},
-    }
-    return ev({"type": "message_start", "message": message}) + STOP
+    return ev(_whole(*blocks, stop_reason=stop_reason)) + STOP
 
 
 def said(words: str) -> dict[str, Any]:
