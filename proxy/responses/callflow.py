@@ -45,7 +45,7 @@ class RoundCalls:
             call.add_whole(event.get(call.key))
             call.closed = True
         elif call.delivered:
-            self._emit_for(call, event, out)
+            self._pass_on(call, event, out)
         elif not call.dropped:
             call.extra.append(event)
         self.advance(call, out)
@@ -92,7 +92,7 @@ class RoundCalls:
         if piece:
             self._emit_for(call, {"type": call.delta_type, "delta": piece}, out)
         for extra in call.extra:
-            self._emit_for(call, extra, out)
+            self._pass_on(call, extra, out)
         call.extra.clear()
         if call.closed and not call.done_sent:
             call.finish_text()
@@ -109,6 +109,14 @@ class RoundCalls:
             )
             call.item_sent = True
             self.carry.items[call.index] = final
+
+    def _pass_on(self, call: CallItem, event: dict[str, Any], out: list[bytes]) -> None:
+        """One of the call's other events, as it came but for the client's numbers and, where
+        it names one, the client's item id (SPEC §8: no field added)."""
+        if "item_id" in event:
+            event["item_id"] = call.client_item_id
+        event["output_index"] = call.index
+        self.carry.emit(event, out)
 
     def _emit_for(self, call: CallItem, event: dict[str, Any], out: list[bytes]) -> None:
         event["item_id"] = call.client_item_id

@@ -212,6 +212,15 @@ def test_an_unknown_event_at_a_calls_index_is_the_calls() -> None:
     indexes = {e["output_index"] for e in result.events if "output_index" in e}
     assert indexes == {0, 1}
 
+    bare = event("response.future_thing", output_index=1, sequence_number=3)
+    unnamed = Upstream().created()
+    unnamed.call("functions.bash:0", ARGS, done=False, item_done=False)
+    unnamed.raw(bare.replace(b'"output_index":1', b'"output_index":0')).completed()
+    [bare_out] = [
+        e for e in run(request(), unnamed.body()).events if e["type"] == "response.future_thing"
+    ]
+    assert "item_id" not in bare_out  # not a field the upstream sent
+
     replayed = run(request(*answered_call("functions.bash:0", ARGS)), upstream.body())
     assert not [e for e in replayed.events if e["type"] == "response.future_thing"]
 
