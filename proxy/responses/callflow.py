@@ -119,9 +119,9 @@ class RoundCalls:
         self.carry.emit(event, out)
 
     def _emit_for(self, call: CallItem, event: dict[str, Any], out: list[bytes]) -> None:
+        """A canonical event the proxy builds for the call: it names the call's item."""
         event["item_id"] = call.client_item_id
-        event["output_index"] = call.index
-        self.carry.emit(event, out)
+        self._pass_on(call, event, out)
 
     def _decide(self, call: CallItem, out: list[bytes]) -> bool:
         """True once the call is delivered (its `output_item.added` sent)."""
