@@ -107,6 +107,28 @@ def end(reason: str | None = "tool_use", output_tokens: int = 5, *, stop: bool =
     return out + (ev({"type": "message_stop"}) if stop else b"")
 
 
+def whole_message(
+    *content: JSON,
+    msg_id: str = "msg_up",
+    reason: str | None = "tool_use",
+    input_tokens: int = 50,
+    output_tokens: int = 5,
+    **extra: Any,
+) -> JSON:
+    """A non-streamed answer of a Kimi-like upstream with these blocks (`extra` last)."""
+    return {
+        "id": msg_id,
+        "type": "message",
+        "role": "assistant",
+        "model": "kimi-k2",
+        "content": list(content),
+        "stop_reason": reason,
+        "stop_sequence": None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+        **extra,
+    }
+
+
 def request(*messages: JSON, model: str = "kimi-k2", stream: bool = True, **extra: Any) -> JSON:
     return {
         "model": model,

@@ -23,6 +23,7 @@ from tests.anthropic.anthropic_wire import (
     text,
     tool,
     tool_use,
+    whole_message,
 )
 
 LS = {"command": "ls"}
@@ -191,16 +192,7 @@ def test_replay_guard_off_delivers_the_replay() -> None:
 
 
 def _message(msg_id: str, *content: dict, reason: str = "tool_use", tokens: int = 5) -> dict:
-    return {
-        "id": msg_id,
-        "type": "message",
-        "role": "assistant",
-        "model": "kimi-k2",
-        "content": list(content),
-        "stop_reason": reason,
-        "stop_sequence": None,
-        "usage": {"input_tokens": 50, "output_tokens": tokens},
-    }
+    return whole_message(*content, msg_id=msg_id, reason=reason, output_tokens=tokens)
 
 
 def test_non_streaming_bodies_get_the_same_rules() -> None:

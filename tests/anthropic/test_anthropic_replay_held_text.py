@@ -23,6 +23,7 @@ from tests.anthropic.anthropic_wire import (
     text,
     tool,
     tool_use,
+    whole_message,
 )
 
 LS = {"command": "ls"}
@@ -55,16 +56,7 @@ def _replay_round(pieces: list[str], shape: str) -> bytes:
 
 
 def _message(msg_id: str, *content: dict[str, Any], reason: str) -> dict[str, Any]:
-    return {
-        "id": msg_id,
-        "type": "message",
-        "role": "assistant",
-        "model": "kimi-k2",
-        "content": list(content),
-        "stop_reason": reason,
-        "stop_sequence": None,
-        "usage": {"input_tokens": 50, "output_tokens": 5},
-    }
+    return whole_message(*content, msg_id=msg_id, reason=reason)
 
 
 def _texts(blocks: list[dict[str, Any]]) -> list[str]:

@@ -14,7 +14,14 @@ from proxy.core.events import Forward, OpenFollowup
 from proxy.core.ids import mint_client_id
 from proxy.core.notes import DeltaRepaired, Note
 from proxy.core.rounds import RouteRules
-from tests.anthropic.anthropic_wire import assistant, entropy, request, results, tool_use
+from tests.anthropic.anthropic_wire import (
+    assistant,
+    entropy,
+    request,
+    results,
+    tool_use,
+    whole_message,
+)
 
 JSON = dict[str, Any]
 LS = {"command": "ls"}
@@ -29,17 +36,7 @@ HISTORY = (assistant(tool_use(MINTED, "Bash", LS)), results(MINTED))
 
 
 def message(*content: Any, reason: str | None = "end_turn", **extra: Any) -> JSON:
-    return {
-        "id": "msg_a",
-        "type": "message",
-        "role": "assistant",
-        "model": "kimi-k2",
-        "content": list(content),
-        "stop_reason": reason,
-        "stop_sequence": None,
-        "usage": {"input_tokens": 50, "output_tokens": 5},
-        **extra,
-    }
+    return whole_message(*content, msg_id="msg_a", reason=reason, **extra)
 
 
 def spaced(body: JSON) -> bytes:

@@ -25,6 +25,7 @@ from tests.anthropic.anthropic_wire import (
     run_message,
     tool,
     tool_use,
+    whole_message,
 )
 
 LS = {"command": "ls"}
@@ -35,16 +36,7 @@ HISTORY = (assistant(tool_use(LS_ID, "Bash", LS)), results(LS_ID))
 
 
 def message(*content: dict[str, Any], tokens: int, reason: str = "tool_use") -> dict[str, Any]:
-    return {
-        "id": "msg_up",
-        "type": "message",
-        "role": "assistant",
-        "model": "kimi-k2",
-        "content": list(content),
-        "stop_reason": reason,
-        "stop_sequence": None,
-        "usage": {"input_tokens": 3, "output_tokens": tokens},
-    }
+    return whole_message(*content, reason=reason, input_tokens=3, output_tokens=tokens)
 
 
 def names(client: bytes) -> list[str | None]:
