@@ -71,7 +71,9 @@ def sanitize_output(
     if replays_only(ids):
         result.replays = list(ids.choice(0).replays)
         result.replayed_items = replayed
-        result.round_items = [i for i in output if isinstance(i, dict) and not is_call_item(i)]
+        # The round's other items as the client got them (a message without the calls it
+        # leaked, which go upstream as call items): as a streamed round's follow-up has them.
+        result.round_items = [item for item in kept if not is_call_item(item)]
     return result
 
 
