@@ -58,6 +58,8 @@ REPAIR_KINDS: tuple[str, ...] = (
     "repeated_input",
     "stop_reason",
     "whole_input",
+    # OpenAI Responses (proxy/responses)
+    "arguments_after_done",
 )
 
 # The repeat guard's actions (SPEC §10): a note added, a call answered, a loop stopped.

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.core.decide import ResponseIds
-from proxy.core.notes import Note
+from proxy.core.notes import DeltaRepaired, Note
 from proxy.responses.calls import CallItem
 from proxy.responses.carry import ResponseCarry
 from proxy.responses.decide import decide_call, may_decide
@@ -40,7 +40,7 @@ class RoundCalls:
         if kind == call.delta_type:
             delta = event.get("delta")
             if isinstance(delta, str):
-                call.add_delta(delta)
+                self._delta(call, delta)
         elif kind == call.done_type:
             call.add_whole(event.get(call.key))
             call.closed = True
@@ -49,6 +49,15 @@ class RoundCalls:
         elif not call.dropped:
             call.extra.append(event)
         self.advance(call, out)
+
+    def _delta(self, call: CallItem, delta: str) -> None:
+        """A fragment of the call's text. After its `.done` the upstream has said the text is
+        whole, and its final item says the same: a fragment that would add to it is dropped
+        (the client's `.done` and `output_item.done` agree with the upstream's, SPEC §8)."""
+        if not call.closed:
+            call.add_delta(delta)
+        elif delta and delta != call.text:  # an empty one or a flush of the whole adds nothing
+            self.notes.append(DeltaRepaired(kind="arguments_after_done"))
 
     def done(self, call: CallItem, item: object, out: list[bytes]) -> None:
         """The call's `output_item.done`: its whole item, as the upstream last described it."""

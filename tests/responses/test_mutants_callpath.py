@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
+from proxy.core.notes import DeltaRepaired
 from tests.responses.helpers import (
     Upstream,
     answered_call,
@@ -103,6 +104,26 @@ def test_a_flush_of_the_whole_arguments_after_their_done_event_adds_nothing() ->
     final = check_grammar(events)
     assert "".join(_deltas(events)) == '{"a":1}'
     assert final["output"][0]["arguments"] == '{"a":1}'
+
+
+def test_a_delta_after_the_done_event_does_not_change_the_arguments() -> None:
+    # A bug the audit found: a fragment after `.done` reached the client after its `.done`,
+    # and `output_item.done` and the completed output said `{"a":1}"a":1}`, against both the
+    # `.done` and the upstream's own final item (SPEC §8). It is dropped, and said.
+    up = Upstream().created().call("c1", '{"a":1}', item_done=False)
+    up.raw(event(ARGS_DELTA, output_index=0, item_id="fc_up", delta='"a":1}'))
+    up.raw(event("response.output_item.done", output_index=0, item=_call(arguments='{"a":1}')))
+    result = run(request(), up.completed().body())
+    events = result.events
+    final = check_grammar(events)
+    kinds = [e["type"] for e in events]
+    assert kinds.index(ARGS_DONE) > max(i for i, k in enumerate(kinds) if k == ARGS_DELTA)
+    assert "".join(_deltas(events)) == '{"a":1}'
+    assert _of(events, "response.output_item.done")[0]["item"]["arguments"] == '{"a":1}'
+    assert final["output"][0]["arguments"] == '{"a":1}'
+    notes = result.exchange.report()[0]
+    repaired = [n.kind for n in notes if isinstance(n, DeltaRepaired)]
+    assert repaired == ["arguments_after_done"]
 
 
 # -- a call's later descriptions (calls.py) ----------------------------------------------------
