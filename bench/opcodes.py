@@ -18,6 +18,7 @@ alone. Like instructions, the count repeats exactly; on these benches one opcode
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -52,12 +53,19 @@ def _counted(run: Callable[[], None]) -> Counter[Where]:
             counts[(_module(code.co_filename), code.co_name)] += 1
         return trace
 
+    # No collection while counting: one would run the process's `gc.callbacks` (hypothesis
+    # registers one in a test process) in a frame of its own, counted as the stream's.
+    collecting = gc.isenabled()
+    gc.collect()
+    gc.disable()
     previous = sys.gettrace()
     sys.settrace(trace)
     try:
         run()
     finally:
         sys.settrace(previous)
+        if collecting:
+            gc.enable()
     return counts
 
 
@@ -73,6 +81,7 @@ def _module(path: str) -> str:
 def per_stream(bench: str, call: bool = False) -> Counter[Where]:
     """The opcodes one stream of `bench` runs, by function (two streams less one)."""
     run = _runs()[bench]
+    run(1, call)  # untraced: what a process does once (caches it fills) is not a stream's
     one = _counted(lambda: run(1, call))
     two = _counted(lambda: run(2, call))
     two.subtract(one)
