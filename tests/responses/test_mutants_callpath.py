@@ -96,14 +96,18 @@ def test_a_final_flush_of_the_whole_arguments_adds_nothing() -> None:
 
 
 def test_a_flush_of_the_whole_arguments_after_their_done_event_adds_nothing() -> None:
-    # Kills calls.CallItem.add_whole 8 (the flush after `.done` raises).
+    # Kills calls.CallItem.add_whole 8 (the flush after `.done` raises), and
+    # callflow.RoundCalls._delta 3 (an empty delta after `.done` counted as a repair).
     up = Upstream().created().call("c1", '{"a":1}', item_done=False)
     up.raw(event(ARGS_DELTA, output_index=0, item_id="fc_up", delta='{"a":1}'))
+    up.raw(event(ARGS_DELTA, output_index=0, item_id="fc_up", delta=""))
     up.raw(event("response.output_item.done", output_index=0, item=_call(arguments='{"a":1}')))
-    events = run(request(), up.completed().body()).events
+    result = run(request(), up.completed().body())
+    events = result.events
     final = check_grammar(events)
     assert "".join(_deltas(events)) == '{"a":1}'
     assert final["output"][0]["arguments"] == '{"a":1}'
+    assert not [n for n in result.exchange.report()[0] if isinstance(n, DeltaRepaired)]
 
 
 def test_a_delta_after_the_done_event_does_not_change_the_arguments() -> None:
