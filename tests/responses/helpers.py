@@ -22,6 +22,11 @@ from proxy.responses.exchange import ResponsesExchange
 
 TOOLS = [{"type": "function", "name": "bash", "parameters": {"type": "object"}}]
 USER = {"role": "user", "content": "run it"}
+# Kimi's markup for one call to `bash` (`{"command":"ls"}`), leaked into a message's text.
+KIMI_MARKUP = (
+    "<|tool_calls_section_begin|><|tool_call_begin|>functions.bash:0"
+    '<|tool_call_argument_begin|>{"command":"ls"}<|tool_call_end|><|tool_calls_section_end|>'
+)
 
 
 _COUNTER = itertools.count(1)

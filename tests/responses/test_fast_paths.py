@@ -19,16 +19,12 @@ from proxy.core.rounds import RouteRules
 from proxy.responses.exchange import ResponsesExchange
 from proxy.responses.lane import TextLane
 from tests.core.full_parse import DecoderReader
-from tests.responses.helpers import Upstream, answered_call, parse, request
+from tests.responses.helpers import KIMI_MARKUP, Upstream, answered_call, parse, request
 
-KIMI = (
-    "<|tool_calls_section_begin|><|tool_call_begin|>functions.bash:0"
-    '<|tool_call_argument_begin|>{"command":"ls"}<|tool_call_end|><|tool_calls_section_end|>'
-)
 TEXTS = st.one_of(
     st.text(max_size=8),
     st.sampled_from(["<", "[", "[TOOL", "<tool_call>", '"', "\\", "\n", "\x00", "é", "\u2028"]),
-    st.sampled_from([KIMI, KIMI[:20], KIMI[20:]]),
+    st.sampled_from([KIMI_MARKUP, KIMI_MARKUP[:20], KIMI_MARKUP[20:]]),
 )
 OLD = '{"command":"ls"}'
 # The history answered `functions.bash:0` with OLD: a call repeating it is a replay.

@@ -13,13 +13,9 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.responses.helpers import Upstream, answered_call, event, parse, request, run
+from tests.responses.helpers import KIMI_MARKUP, Upstream, answered_call, event, parse, request, run
 
 KIMI_ID = "functions.bash:0"
-MARKUP = (
-    "<|tool_calls_section_begin|><|tool_call_begin|>functions.bash:0"
-    '<|tool_call_argument_begin|>{"command":"ls"}<|tool_call_end|><|tool_calls_section_end|>'
-)
 REASONING = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"}
 
 
@@ -34,7 +30,7 @@ def _reasoning(up: Upstream) -> Upstream:
 ROUNDS: dict[str, Callable[[Upstream], Upstream]] = {
     "a replayed call": lambda up: up.call(KIMI_ID),
     "text, then a replayed call": lambda up: up.message("Running it again.").call(KIMI_ID),
-    "a replayed call leaked into text": lambda up: up.message("ok ", MARKUP),
+    "a replayed call leaked into text": lambda up: up.message("ok ", KIMI_MARKUP),
     "reasoning, then a replayed call": lambda up: _reasoning(up).call(KIMI_ID),
 }
 
@@ -55,4 +51,4 @@ def test_a_replay_round_s_follow_up_is_the_same_streamed_or_not(name: str) -> No
     assert _followup_input(whole, stream=False) == sent
     # The round's call goes upstream once, as a call item: never as markup in a text too.
     assert [i.get("type") for i in sent].count("function_call") == 2  # the old one and this
-    assert all(MARKUP not in orjson.dumps(i).decode() for i in sent)
+    assert all(KIMI_MARKUP not in orjson.dumps(i).decode() for i in sent)

@@ -15,6 +15,7 @@ import pytest
 
 from proxy.core.notes import DeltaRepaired
 from tests.responses.helpers import (
+    KIMI_MARKUP,
     Upstream,
     answered_call,
     check_grammar,
@@ -24,10 +25,6 @@ from tests.responses.helpers import (
     run,
 )
 
-KIMI = (
-    "<|tool_calls_section_begin|><|tool_call_begin|>functions.bash:0"
-    '<|tool_call_argument_begin|>{"command":"ls"}<|tool_call_end|><|tool_calls_section_end|>'
-)
 ARGS_DELTA = "response.function_call_arguments.delta"
 ARGS_DONE = "response.function_call_arguments.done"
 CUSTOM = "response.custom_tool_call_input"
@@ -263,7 +260,7 @@ def test_a_recovered_call_ends_before_the_next_item() -> None:
     """A call recovered from a message's text is whole: its events, up to its
     `output_item.done`, go out right after the message, before the next item."""
     # Kills callflow.RoundCalls.recovered 7, 8 (the call left open until the round's end).
-    up = Upstream().created().message("Look. " + KIMI).message("after").completed()
+    up = Upstream().created().message("Look. " + KIMI_MARKUP).message("after").completed()
     events = run(request(), up.body()).events
     final = check_grammar(events)
     assert [i["type"] for i in final["output"]] == ["message", "function_call", "message"]
@@ -290,7 +287,7 @@ def test_a_recovered_call_does_not_take_the_place_of_a_call_without_an_output_in
     # the call without an output_index).
     up = Upstream().created().call("c1", '{"command":"pwd"}')
     up.events[2:] = [_without_output_index(e) for e in up.events[2:]]
-    up.message("Look. " + KIMI)
+    up.message("Look. " + KIMI_MARKUP)
     listed = _call(arguments='{"command":"pwd"}', status="completed", newer=1)
     up.raw(event("response.completed", response=response_obj("completed", output=[listed])))
     events = run(request(), up.body()).events

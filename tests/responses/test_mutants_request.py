@@ -16,7 +16,7 @@ from proxy.core.rounds import RouteRules
 from proxy.responses.codec import RESPONSES_CODEC
 from proxy.responses.exchange import ResponsesExchange
 from proxy.responses.request import offered_tools, translate_request
-from tests.responses.helpers import USER, entropy, request, run
+from tests.responses.helpers import KIMI_MARKUP, USER, entropy, request, run
 
 ARGS = '{"command":"ls"}'
 
@@ -172,11 +172,6 @@ def test_offered_tools_walk_at_most_ten_thousand_tools() -> None:
 
 # --- request.py: an `input` that is not a list of items ---------------------------------
 
-TEXT_CALL = (
-    "<|tool_calls_section_begin|><|tool_call_begin|>functions.bash:0"
-    '<|tool_call_argument_begin|>{"command":"ls"}<|tool_call_end|><|tool_calls_section_end|>'
-)
-
 
 def test_a_string_input_is_forwarded_byte_for_byte() -> None:
     """request.translate_request__mutmut_27 (marked changed: re-serialized)."""
@@ -193,7 +188,7 @@ def test_a_string_input_request_still_recovers_calls_of_offered_tools_from_text(
         "type": "message",
         "id": "msg_1",
         "role": "assistant",
-        "content": [{"type": "output_text", "text": "ok " + TEXT_CALL}],
+        "content": [{"type": "output_text", "text": "ok " + KIMI_MARKUP}],
     }
     upstream = {"id": "resp_up", "object": "response", "status": "completed"}
     result = run(body, orjson.dumps({**upstream, "output": [message]}), stream=False)
@@ -281,8 +276,6 @@ def test_an_unanswered_call_under_an_encoded_id_does_not_make_its_raw_id_a_repla
 
 # --- body.py: a non-streamed response's output (SPEC §8) ---------------------------------
 
-MARKUP = TEXT_CALL
-
 
 def _text(*parts: Any, item_id: str = "msg_1", kind: str = "message") -> dict[str, Any]:
     return {"type": kind, "id": item_id, "role": "assistant", "content": list(parts)}
@@ -326,7 +319,7 @@ def test_a_non_item_in_output_is_dropped_and_what_follows_is_kept() -> None:
 def test_items_after_a_message_holding_a_text_call_are_kept() -> None:
     """body.sanitize_output__mutmut_62: the walk stopped after a recovered call."""
     call = {"type": "function_call", "call_id": "c1", "name": "bash", "arguments": ARGS}
-    output = [_text(_part(MARKUP)), call, _text(_part("hello"), item_id="msg_2")]
+    output = [_text(_part(KIMI_MARKUP)), call, _text(_part("hello"), item_id="msg_2")]
     kinds = [i["type"] for i in _output_of(output)]
     assert kinds == ["message", "function_call", "function_call", "message"]
 
@@ -354,7 +347,7 @@ def test_object_input_of_a_custom_tool_call_becomes_a_string_and_is_noted() -> N
 def test_a_text_call_is_recovered_and_noted_with_its_format() -> None:
     """body._recover__mutmut_38 (the text left around it joined with junk) and _39 to _45
     (the note: kind and format)."""
-    _, result = _answer([_text(_part("ok " + MARKUP + " done"))])
+    _, result = _answer([_text(_part("ok " + KIMI_MARKUP + " done"))])
     message, call = orjson.loads(result.body)["output"]
     assert message["content"] == [_part("ok  done")]
     assert (call["type"], call["name"], call["arguments"]) == ("function_call", "bash", ARGS)
@@ -364,7 +357,7 @@ def test_a_text_call_is_recovered_and_noted_with_its_format() -> None:
 
 def test_text_calls_are_left_in_the_text_when_the_route_turns_recovery_off() -> None:
     """body.sanitize_output__mutmut_13: the offered tools used even when off."""
-    raw, result = _answer([_text(_part(MARKUP))], rules=RouteRules(text_tool_calls=False))
+    raw, result = _answer([_text(_part(KIMI_MARKUP))], rules=RouteRules(text_tool_calls=False))
     assert result.body == raw
 
 
@@ -372,11 +365,11 @@ def test_only_output_text_parts_of_messages_are_scanned_and_other_parts_are_kept
     """body._recover__mutmut_6 (items that are not messages scanned), _17 (parts of other
     types with a string text scanned), _18 (a non-dict part read as a dict), _27, _28 (the
     parts before a call's part lost or cut)."""
-    other = _text(_part(MARKUP), kind="mystery")
+    other = _text(_part(KIMI_MARKUP), kind="mystery")
     assert _output_of([other]) == [other]
-    parts = ["plain", _part(MARKUP, "refusal"), _part("ok " + MARKUP)]
+    parts = ["plain", _part(KIMI_MARKUP, "refusal"), _part("ok " + KIMI_MARKUP)]
     [message, call] = _output_of([_text(*parts)])
-    assert message["content"] == ["plain", _part(MARKUP, "refusal"), _part("ok ")]
+    assert message["content"] == ["plain", _part(KIMI_MARKUP, "refusal"), _part("ok ")]
     assert call["name"] == "bash"
 
 
@@ -393,7 +386,7 @@ def test_a_replayed_text_call_opens_a_follow_up_with_the_round_items_only() -> N
     for output, round_items in (
         # The message goes upstream as the client got it: its leaked call is the call item
         # after it, not its markup as well (the upstream would see the call twice).
-        ([_text(_part("ok " + MARKUP))], [_text(_part("ok "))]),
+        ([_text(_part("ok " + KIMI_MARKUP))], [_text(_part("ok "))]),
         ([7, reasoning, _call("functions.bash:0")], [reasoning]),
     ):
         _, result = _answer(output, body=body)

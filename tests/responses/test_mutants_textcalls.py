@@ -8,7 +8,7 @@ import pytest
 
 from proxy.core.notes import DeltaRepaired
 from proxy.responses.ids import decode_call_id
-from tests.responses.helpers import Upstream, check_grammar, event, request, run
+from tests.responses.helpers import KIMI_MARKUP, Upstream, check_grammar, event, request, run
 
 
 def _delta(n: int, value: object) -> bytes:
@@ -34,17 +34,11 @@ def test_a_delta_that_brings_no_text_yet_is_not_sent(value: object) -> None:
     assert final["output"][0]["content"][0]["text"] == f"Hi {held}there"
 
 
-KIMI = (
-    "<|tool_calls_section_begin|><|tool_call_begin|>functions.bash:0"
-    '<|tool_call_argument_begin|>{"command":"ls"}<|tool_call_end|><|tool_calls_section_end|>'
-)
-
-
 def test_the_part_s_done_events_carry_the_text_the_client_got() -> None:
     """Markup recovered as a call, and a `<` the scanner still holds when the part's
     `output_text.done` comes: the held text goes out first as a delta of that part, then the
     `.done` events and the done item name the client's text, not the upstream's."""
-    pieces = ["Let me look. ", KIMI, " Then <"]
+    pieces = ["Let me look. ", KIMI_MARKUP, " Then <"]
     upstream = Upstream().created().message(*pieces).completed()
     result = run(request(), upstream.body())
     final = check_grammar(result.events)
@@ -105,7 +99,7 @@ def test_a_part_done_that_is_not_output_text_passes_unchanged(part: object) -> N
 def test_a_call_the_scanner_completes_at_the_part_s_end_is_delivered() -> None:
     """Markup whose call the scanner can only close when the part's text ends (no section
     end): the call is recovered at `output_text.done` and delivered after the message."""
-    open_call = KIMI.removesuffix("<|tool_calls_section_end|>")
+    open_call = KIMI_MARKUP.removesuffix("<|tool_calls_section_end|>")
     upstream = Upstream().created().message("Look. ", open_call).completed()
     final = check_grammar(run(request(), upstream.body()).events)
     assert [item["type"] for item in final["output"]] == ["message", "function_call"]
@@ -115,7 +109,7 @@ def test_a_call_the_scanner_completes_at_the_part_s_end_is_delivered() -> None:
 def test_a_later_message_s_items_carry_its_own_text() -> None:
     """The second message (output index 1) leaked markup: its done item and the completed
     output carry the text the client got, without the markup."""
-    upstream = Upstream().created().message("First.").message("Look. ", KIMI).completed()
+    upstream = Upstream().created().message("First.").message("Look. ", KIMI_MARKUP).completed()
     final = check_grammar(run(request(), upstream.body()).events)
     assert [item["type"] for item in final["output"]] == ["message", "message", "function_call"]
     assert final["output"][1]["content"][0]["text"] == "Look. "
@@ -135,7 +129,7 @@ def test_a_call_in_a_message_never_added_is_recovered_when_it_ends() -> None:
     """A second message's deltas with no `output_item.added` (and no `.done` for its part),
     its markup closed only by the text's end: the message's done event ends its scanner and
     the call is delivered after it."""
-    open_call = KIMI.removesuffix("<|tool_calls_section_end|>")
+    open_call = KIMI_MARKUP.removesuffix("<|tool_calls_section_end|>")
     ref = {"item_id": "msg_1", "output_index": 1, "content_index": 0}
     deltas = b"".join(
         event("response.output_text.delta", **ref, delta=text, sequence_number=20 + n)
@@ -153,7 +147,7 @@ def test_a_call_in_a_message_never_added_is_recovered_when_it_ends() -> None:
 def test_a_later_message_ended_by_its_done_item_alone_sends_what_its_scanner_held() -> None:
     """The second message (output index 1), added, its part never `.done`: its done event
     ends the scanner, whose held text goes out as its delta and whose call is delivered."""
-    open_call = KIMI.removesuffix("<|tool_calls_section_end|>")
+    open_call = KIMI_MARKUP.removesuffix("<|tool_calls_section_end|>")
     upstream = Upstream().created().message("First.").message("Look. <", done=False)
     ref = {"item_id": "msg_1", "output_index": 1, "content_index": 0}
     more = event("response.output_text.delta", **ref, delta=" " + open_call, sequence_number=9)
@@ -185,7 +179,7 @@ def test_a_call_recovered_mid_delta_is_noted_and_keeps_the_upstream_s_id() -> No
     """Text, markup and text in one delta: the client's delta is the text on both sides; the
     call is noted as a `text_tool_call` repair naming its format, and its client id decodes
     to the id the markup gave (SPEC §4)."""
-    upstream = Upstream().created().message("A " + KIMI + " B").completed()
+    upstream = Upstream().created().message("A " + KIMI_MARKUP + " B").completed()
     result = run(request(), upstream.body())
     final = check_grammar(result.events)
     deltas = [e["delta"] for e in result.events if e["type"] == "response.output_text.delta"]

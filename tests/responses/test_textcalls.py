@@ -7,11 +7,14 @@ import orjson
 import pytest
 
 from proxy.core.rounds import RouteRules
-from tests.responses.helpers import TOOLS, Upstream, calls_of, check_grammar, request, run
-
-KIMI = (
-    "<|tool_calls_section_begin|><|tool_call_begin|>functions.bash:0"
-    '<|tool_call_argument_begin|>{"command":"ls"}<|tool_call_end|><|tool_calls_section_end|>'
+from tests.responses.helpers import (
+    KIMI_MARKUP,
+    TOOLS,
+    Upstream,
+    calls_of,
+    check_grammar,
+    request,
+    run,
 )
 
 
@@ -21,7 +24,9 @@ def _pieces(text: str, size: int) -> list[str]:
 
 @pytest.mark.parametrize("size", [3, 17, 1000])
 def test_leaked_kimi_markup_in_a_stream_becomes_a_call(size: int) -> None:
-    upstream = Upstream().created().message(*_pieces("Let me look. " + KIMI, size)).completed()
+    upstream = (
+        Upstream().created().message(*_pieces("Let me look. " + KIMI_MARKUP, size)).completed()
+    )
     result = run(request(), upstream.body())
     final = check_grammar(result.events)
     message, call = final["output"]
@@ -33,14 +38,14 @@ def test_leaked_kimi_markup_in_a_stream_becomes_a_call(size: int) -> None:
 
 
 def test_markup_naming_a_tool_not_offered_stays_text() -> None:
-    upstream = Upstream().created().message(KIMI).completed()
+    upstream = Upstream().created().message(KIMI_MARKUP).completed()
     body = {**request(), "tools": [{**TOOLS[0], "name": "other"}]}
     final = check_grammar(run(body, upstream.body()).events)
-    assert not calls_of(final) and final["output"][0]["content"][0]["text"] == KIMI
+    assert not calls_of(final) and final["output"][0]["content"][0]["text"] == KIMI_MARKUP
 
 
 def test_recovery_off_leaves_the_markup() -> None:
-    upstream = Upstream().created().message(KIMI).completed()
+    upstream = Upstream().created().message(KIMI_MARKUP).completed()
     final = check_grammar(
         run(request(), upstream.body(), rules=RouteRules(text_tool_calls=False)).events
     )
@@ -57,7 +62,7 @@ def test_leaked_markup_in_a_whole_body_becomes_a_call() -> None:
                 "type": "message",
                 "id": "msg_1",
                 "role": "assistant",
-                "content": [{"type": "output_text", "text": "Ok. " + KIMI}],
+                "content": [{"type": "output_text", "text": "Ok. " + KIMI_MARKUP}],
             },
         ],
     }

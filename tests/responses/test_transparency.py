@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from proxy.core.rounds import RouteRules
 from proxy.responses.ids import decode_call_id
 from tests.responses.helpers import (
+    KIMI_MARKUP,
     Upstream,
     answered_call,
     calls_of,
@@ -35,10 +36,6 @@ from tests.responses.helpers import (
 OLD = '{"command":"ls"}'
 NEW = '{"command":"pwd"}'
 PROGRAM = {"type": "program", "caller_id": "prog_1"}
-KIMI = (
-    "<|tool_calls_section_begin|><|tool_call_begin|>functions.bash:0"
-    '<|tool_call_argument_begin|>{"command":"ls"}<|tool_call_end|><|tool_calls_section_end|>'
-)
 USAGE = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
 
 
@@ -357,14 +354,14 @@ def test_incomplete_response_takes_the_final_items_too() -> None:
 def test_recovered_text_calls_keep_the_client_text_in_the_final_message() -> None:
     """The final message still carries the markup: the client gets it as its stream said (the
     text without the markup), with the upstream's other fields, and the recovered call."""
-    upstream = Upstream().created().message("Ok. ", KIMI)
+    upstream = Upstream().created().message("Ok. ", KIMI_MARKUP)
     message = {
         "type": "message",
         "id": "msg_0",
         "role": "assistant",
         "status": "completed",
         "phase": "final_answer",
-        "content": [{"type": "output_text", "text": "Ok. " + KIMI, "annotations": []}],
+        "content": [{"type": "output_text", "text": "Ok. " + KIMI_MARKUP, "annotations": []}],
     }
     body = upstream.body() + completed([message])
     result = run(request(), body)
