@@ -158,8 +158,8 @@ class CallItem:
         elif isinstance(whole, dict):
             self.add_whole(dumps(whole).decode())
             return
+        # Closed: no fragment is read after this (`RoundCalls._delta`), so `echo` is not either.
         self.complete = self.closed = True
-        self.echo = -1
 
     def update_item(self, item: dict[str, Any]) -> None:
         """The upstream's later description of the item (its `output_item.done`). Its `type`
