@@ -65,6 +65,7 @@ class TextLane:
         "_seq_forms",
         "_text_at",
         "_texts",
+        "_whole",
     )
 
     def __init__(
@@ -92,6 +93,12 @@ class TextLane:
         # after its text when it is numbered as the client's next (`%d` where the number is).
         self._seq_first = self._seq_at < self._text_at
         self._around = None if self._copies else self._around_text()
+        # The same around a whole event (its `event:` line and blank line too), for a read
+        # that is one delta (`take_whole`); the client's bytes are the upstream's.
+        self._whole = None
+        if self._around is not None and self._same:
+            before, after = self._around
+            self._whole = (_HEAD + before, after + b"\n\n")
         # The part's scanner (None: text is not scanned) and every list its text goes into.
         self._scanner = scanner
         self._texts = texts
@@ -137,6 +144,32 @@ class TextLane:
             return False
         return self._send(text, data, self._same and seq == number, carry, out)
 
+    def take_whole(self, data: bytes, carry: ResponseCarry) -> bool:
+        """Take the read `data` if it is one whole plain delta of this part numbered as the
+        client's next, so that it goes out as it came: a paced model's read, nearly every
+        delta of a real stream, for which `take_run`'s steps (the event found in the read,
+        its data line cut out, the lane's checks, the pieces joined again) cost about as
+        much again as the checks. False: nothing was done."""
+        whole = self._whole
+        if whole is None:
+            return False
+        before, after = whole
+        if self._seq_first:
+            before %= carry.seq
+        else:
+            after %= carry.seq
+        # Bytes that begin and end so around a text with no quote, backslash or control
+        # character are one event: the text holds no line break, so no blank line either.
+        if not (data.startswith(before) and data.endswith(after)):
+            return False
+        text = self._plain_text(data[len(before) : len(data) - len(after)])
+        if text is None:
+            return False
+        for texts in self._texts:
+            texts.append(text)
+        carry.seq += 1
+        return True
+
     def take_run(self, data: bytes, pos: int, carry: ResponseCarry, out: list[bytes]) -> int:
         """Take the event at `pos` in a read (`data`, whose earlier events the reader has had
         in full) as `take` does, then the run of this part's deltas after it (runs.py): where
@@ -148,6 +181,10 @@ class TextLane:
         if line.find(b"\n") >= 0 or line.find(b"\r") >= 0 or not self.take(line, carry, out):
             return pos
         pos = end + 2
+        if pos == len(data):
+            # The read held this one event (a paced model's read, nearly every delta of a
+            # real stream): no run follows, and looking for one cost more than the take.
+            return pos
         run = self._run
         if run is None:
             run = self._run = self._text_run()
@@ -175,14 +212,8 @@ class TextLane:
     ) -> bool:
         """The delta of this text (its bytes between the quotes), if the text is plain and
         the scanner passes it whole, as the general path would write it."""
-        if not raw or _NOT_PLAIN.search(raw) is not None:
-            return False  # an empty delta: the scanner's path drops it
-        try:
-            text = raw.decode()
-        except UnicodeDecodeError:
-            return False
-        scanner = self._scanner
-        if scanner is not None and not scanner.passes(text):
+        text = self._plain_text(raw)
+        if text is None:
             return False
         for texts in self._texts:
             texts.append(text)
@@ -194,6 +225,21 @@ class TextLane:
             out.append(_HEAD + self._client_bytes(data, carry.seq) + b"\n\n")
         carry.seq += 1
         return True
+
+    def _plain_text(self, raw: bytes) -> str | None:
+        """The text of a delta (its bytes between the quotes) if the lane may take it: not
+        empty (the scanner's path drops an empty delta), written by JSON as it is, UTF-8, and
+        passed whole by the part's scanner (which then has it)."""
+        if not raw or _NOT_PLAIN.search(raw) is not None:
+            return None
+        try:
+            text = raw.decode()
+        except UnicodeDecodeError:
+            return None
+        scanner = self._scanner
+        if scanner is not None and not scanner.passes(text):
+            return None
+        return text
 
     def _around_text(self) -> tuple[bytes, bytes]:
         filled = [part.replace(b"%", b"%%") for part in self._blank]

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from operator import itemgetter
+from itertools import accumulate
+from operator import add, itemgetter
 
 import orjson
 
@@ -251,21 +252,28 @@ class TextThenNumber:
         self, data: bytes, pos: int, texts: list[bytes], numbers: list[bytes]
     ) -> tuple[int, bytes]:
         """How many events from the first the template around these values is, byte for
-        byte (all of them, or as many as halving finds), and their bytes."""
-        pieces = [self._lead, self._middle, self._tail]
+        byte (all of them, or as many as halving finds), and their bytes.
+
+        Built once: the first k events' bytes are a prefix of all of them (each event's
+        bytes are its own values in the template), so halving compares prefixes of one
+        build, where a build per step cost more than the whole read (a run's last read
+        ends in other events, and every stream has one)."""
         count = len(texts)
-        sent = _events(pieces, texts, numbers)
+        sent = _events([self._lead, self._middle, self._tail], texts, numbers)
         if data.startswith(sent, pos):
             return count, sent
-        low, high, sent = 0, count, b""  # `low` events are proven, `high` are not
+        fixed = self._fixed()
+        # Where each event ends in `sent`, less the fixed pieces of those before it.
+        ends = list(accumulate(map(add, map(len, texts), map(len, numbers))))
+        whole = memoryview(sent)  # prefixes compared without a copy
+        low, high = 0, count  # `low` events are proven, `high` are not
         while high - low > 1:
             middle = (low + high) // 2
-            some = _events(pieces, texts[:middle], numbers[:middle])
-            if data.startswith(some, pos):
-                low, sent = middle, some
+            if data.startswith(whole[: middle * fixed + ends[middle - 1]], pos):
+                low = middle
             else:
                 high = middle
-        return low, sent
+        return low, sent[: low * fixed + ends[low - 1]] if low else b""
 
     def _plain_texts(self, texts: list[bytes]) -> int:
         """How many texts, from the first, are non-empty string bodies the lane takes: at

@@ -14,8 +14,10 @@ without it is completed.
 Reads: the events a rule needs are parsed (lifecycle, items, calls, and a text part's first
 delta); once a text part's lane is open, the runs of its plain deltas that follow are taken
 from the read's bytes (`TextLane.take_run`, runs.py) and sent as they came, or renumbered,
-without being split into events or parsed. Such runs are only looked for where the reader
-holds no part of an event (the bytes it had end with a blank line).
+without being split into events or parsed; a read that is one such delta (a paced model's
+read, nearly every delta of a real stream) is handed on as the very bytes that came
+(`TextLane.take_whole`). Such runs are only looked for where the reader holds no part of an
+event (the bytes it had end with a blank line).
 
 Phases (`_TRANSITIONS`): STREAMING --round end--> DONE (`followup` set when the round's only
 calls were replays), STREAMING --trip--> FAILED (`error`). Only STREAMING takes input.
@@ -111,6 +113,8 @@ class ResponsesStream:
     # -- the shell's calls ---------------------------------------------------------------------
 
     def feed(self, data: bytes) -> list[bytes]:
+        if self._one_delta(data):
+            return [data]  # as it came
         if self._cut:
             data, self._cut = self._cut + data, b""
         out: list[bytes] = []
@@ -155,6 +159,18 @@ class ResponsesStream:
             except ReplayLoopDetected as exc:
                 self._broken(exc)
         return out
+
+    def _one_delta(self, data: bytes) -> bool:
+        """Did the open lane take this read whole, as one plain delta (a paced model's read)?
+        Only where the reader holds nothing: else the read's bytes may end its event."""
+        lane = self._items.lane
+        return (
+            lane is not None
+            and self._idle
+            and not self._cut
+            and self.phase is StreamPhase.STREAMING
+            and lane.take_whole(data, self.carry)
+        )
 
     def _read(self, piece: bytes, out: list[bytes]) -> bool:
         """A piece of a read for the reader; False: a text delta the read cut, held for the

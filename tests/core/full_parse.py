@@ -39,10 +39,11 @@ def anthropic_parsing_every_event() -> Iterator[None]:
 
 @contextlib.contextmanager
 def responses_parsing_every_event() -> Iterator[None]:
-    """No lane, no run, no cut delta held for the next read, the generic decoder."""
+    """No lane (a read that is one delta neither), no run, no cut delta held for the next read, the generic decoder."""
     with (
         mock.patch("proxy.responses.stream._cut_delta", lambda piece: False),
         mock.patch.object(TextLane, "take", lambda self, data, carry, out: False),
+        mock.patch.object(TextLane, "take_whole", lambda self, data, carry: False),
         mock.patch.object(TextLane, "take_run", lambda self, data, pos, carry, out: pos),
         mock.patch("proxy.responses.stream.EventReader", DecoderReader),
     ):

@@ -192,6 +192,12 @@ def cut(draw: st.DrawFn, body: bytes) -> list[bytes]:
     return [body[a:b] for a, b in itertools.pairwise([0, *cuts, len(body)])]
 
 
+@st.composite
+def cut_or_paced(draw: st.DrawFn, events: list[bytes]) -> list[bytes]:
+    """The events as reads cut at any bytes, or one read each (a paced model's stream)."""
+    return events if draw(st.booleans()) else draw(cut(b"".join(events)))
+
+
 # -- what the client may get ----------------------------------------------------------------
 
 
@@ -655,7 +661,7 @@ def responses_streams(draw: st.DrawFn) -> tuple[list[bytes], list[bytes]]:
     if draw(st.booleans()):
         tail.completed()
     events = [*head, *deltas, *tail.events]
-    return events, draw(cut(b"".join(events)))
+    return events, draw(cut_or_paced(events))
 
 
 def responses_outcome(reads: list[bytes]) -> tuple[Any, ...]:
@@ -751,7 +757,7 @@ def responses_runs(draw: st.DrawFn) -> tuple[list[bytes], list[bytes]]:
     if draw(st.booleans()):
         tail.completed()
     events = [*head, *deltas, *tail.events]
-    return events, draw(cut(b"".join(events)))
+    return events, draw(cut_or_paced(events))
 
 
 @fuzz(200)

@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 from proxy.core.events import ExchangeEvent, LoopDetected, OpenFollowup, UpstreamBroken
 from proxy.core.rounds import RouteRules
 from proxy.responses.exchange import ResponsesExchange
-from proxy.responses.lane import TextLane
-from tests.core.full_parse import DecoderReader
+from tests.core.full_parse import DecoderReader, responses_parsing_every_event
 from tests.responses.helpers import KIMI_MARKUP, Upstream, answered_call, parse, request
 
 TEXTS = st.one_of(
@@ -227,13 +226,14 @@ def text_rounds(draw: st.DrawFn) -> list[bytes]:
 
 
 @settings(max_examples=500, deadline=None)
-@given(events=text_rounds(), size=st.sampled_from([7, 100, 16384]))
+@given(events=text_rounds(), size=st.sampled_from([0, 7, 100, 16384]))
 def test_deltas_taken_from_their_bytes_give_what_their_parse_gives(
     events: list[bytes], size: int
 ) -> None:
+    """Read in pieces of `size` bytes, or (0) one event a read, as a paced model sends."""
     upstream = b"".join(events)
-    reads = [upstream[k : k + size] for k in range(0, len(upstream), size)]
-    with mock.patch.object(TextLane, "take", lambda self, data, carry, out: False):
+    reads = [upstream[k : k + size] for k in range(0, len(upstream), size)] if size else events
+    with responses_parsing_every_event():
         expected = outcome([reads, [FINAL]])
     assert outcome([reads, [FINAL]]) == expected
 
@@ -254,7 +254,7 @@ def _lane_outcome(*deltas: bytes) -> tuple[Any, ...]:
 
 
 def _same_as_parsed(*deltas: bytes) -> None:
-    with mock.patch.object(TextLane, "take", lambda self, data, carry, out: False):
+    with responses_parsing_every_event():
         expected = _lane_outcome(*deltas)
     assert _lane_outcome(*deltas) == expected
 
@@ -311,6 +311,35 @@ def test_plain_deltas_after_the_first_are_not_parsed() -> None:
     assert sent == b"event: response.output_text.delta\ndata: " + _data(last) + b"\n\n"
 
 
+def test_a_read_that_is_one_plain_delta_goes_out_as_it_came_unparsed() -> None:
+    """A paced model's reads: each the delta's whole event, handed on as the same bytes."""
+    up = Upstream().created().message(*(f"word{i} " for i in range(6)), done=False)
+    head, paced = up.numbered_events()[:5], up.numbered_events()[5:]
+    exchange = ResponsesExchange(HISTORY, orjson.dumps(HISTORY), RouteRules())
+    exchange.begin_round(stream=True)
+    exchange.feed(b"".join(head))  # through the first delta, which opens the lane
+    with mock.patch("orjson.loads", side_effect=AssertionError("parsed")):
+        sent = [exchange.feed(read) for read in paced]
+    assert all(got == [read] and got[0] is read for got, read in zip(sent, paced, strict=True))
+
+
+def test_paced_deltas_of_a_follow_up_round_are_renumbered_as_their_parse_says() -> None:
+    """After a replay's follow-up, the upstream numbers from 0 again and the client goes on
+    from its own: a paced delta is not the client's as it came, and is written again."""
+    replay = Upstream().created().call("functions.bash:0", OLD).completed().numbered_events()
+    answer = Upstream().created().message(*(f"w{i} " for i in range(5))).completed()
+    rounds = [replay, answer.numbered_events()]
+    with responses_parsing_every_event():
+        expected = outcome(rounds)
+    got = outcome(rounds)
+    assert got == expected
+    assert any(isinstance(event, OpenFollowup) for event in got[0])
+    client = b"".join(data for data in got[0] if isinstance(data, bytes))
+    numbers = [event["sequence_number"] for event in parse(client)]
+    assert numbers == list(range(len(numbers)))
+    assert b'"delta":"w4 "' in client
+
+
 def test_a_delta_after_its_item_is_added_again_carries_the_renamed_id() -> None:
     """An item added again at its output index with an id the response already used is
     renamed (the SDKs refuse two items of one id): the deltas after it carry the new id."""
@@ -318,10 +347,12 @@ def test_a_delta_after_its_item_is_added_again_carries_the_renamed_id() -> None:
     again = Upstream().message("", done=False).events[0]  # msg_0 again, at output index 0
     later = first[-1].replace(b"one ", b"two ")
     # Numbered as the client's events are: the renamed delta is otherwise the lane's own.
-    body = Upstream(events=[*first, later, again, later, later]).numbered()
-    got = outcome([[body]])
-    with mock.patch.object(TextLane, "take", lambda self, data, carry, out: False):
+    events = Upstream(events=[*first, later, again, later, later]).numbered_events()
+    body = b"".join(events)
+    got, paced = outcome([[body]]), outcome([events])  # one read, and one read an event
+    with responses_parsing_every_event():
         assert got == outcome([[body]])
+        assert paced == outcome([events])
     item_ids = [e["item_id"] for e in parse(got[0][0]) if e["type"] == DELTA]
     assert item_ids[:2] == ["msg_0", "msg_0"] and item_ids[2].startswith("msg_")
     assert item_ids[2] != "msg_0" and item_ids[3] == item_ids[2]
@@ -335,7 +366,7 @@ def test_a_percent_sign_in_the_event_is_written_as_it_came() -> None:
     later = [first.replace(b"one", b"two").replace(b":5}", b":%d}" % n) for n in (5, 6, 7)]
     body = b"".join([*head, *(b"event: x\ndata: " + data + b"\n\n" for data in later)])
     got = outcome([[body]])
-    with mock.patch.object(TextLane, "take", lambda self, data, carry, out: False):
+    with responses_parsing_every_event():
         assert got == outcome([[body]])
     assert (
         b'"item_id":"msg_%d%%"' in got[0][0] and b'"delta":"two","sequence_number":6' in got[0][0]
