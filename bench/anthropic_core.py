@@ -3,11 +3,11 @@
 The stream Claude Code gets on a long answer: `message_start`, one text block of 200 text
 deltas, `message_delta` and `message_stop` (built with the Anthropic test builders), for a
 request that offers tools, so text goes through the leaked-markup scanner; fed in 16 KiB
-reads. `--call` ends the message in a tool_use block whose Kimi-style id (`functions.Bash:0`)
+reads, or one event a read with `--paced` (bench/reads.py). `--call` ends the message in a tool_use block whose Kimi-style id (`functions.Bash:0`)
 the proxy rewrites, its input streamed in `input_json_delta` pieces. Counted under callgrind
 at N and 3N streams (after the same warm-up), differenced.
 
-    python -m bench.anthropic_core [--call] [--streams N]
+    python -m bench.anthropic_core [--call] [--paced] [--streams N]
 """
 
 from __future__ import annotations
@@ -18,14 +18,16 @@ import sys
 import orjson
 
 from bench.inprocess import per_unit
+from bench.reads import add_paced_flag, reads_of
 from proxy.anthropic.exchange import AnthropicExchange
 from proxy.core.rounds import RouteRules
 
 WARMUP = 20
-READ_BYTES = 16 * 1024
 
 
-def _stream(call: bool = False) -> tuple[dict[str, object], bytes, list[bytes]]:
+def _stream(
+    call: bool = False, paced: bool = False
+) -> tuple[dict[str, object], bytes, list[bytes]]:
     # The tests' own builders.
     from tests.anthropic.anthropic_wire import end, request, start, text, tool
 
@@ -33,12 +35,11 @@ def _stream(call: bool = False) -> tuple[dict[str, object], bytes, list[bytes]]:
     if call:
         upstream += tool(1, "functions.Bash:0", "Bash", {"command": "ls -la src/"}, pieces=5)
     upstream += end("tool_use" if call else "end_turn")
-    reads = [upstream[i : i + READ_BYTES] for i in range(0, len(upstream), READ_BYTES)]
-    return request(), upstream, reads
+    return request(), upstream, reads_of(upstream, paced)
 
 
-def run(streams: int, call: bool = False) -> None:
-    body, _, reads = _stream(call)
+def run(streams: int, call: bool = False, paced: bool = False) -> None:
+    body, _, reads = _stream(call, paced)
     raw, rules = orjson.dumps(body), RouteRules()
     for _ in range(WARMUP + streams):
         exchange = AnthropicExchange(body, raw, rules)
@@ -49,8 +50,8 @@ def run(streams: int, call: bool = False) -> None:
             exchange.end()
 
 
-def instructions(streams: int, call: bool = False) -> int:
-    flag = ["--call"] if call else []
+def instructions(streams: int, call: bool = False, paced: bool = False) -> int:
+    flag = (["--call"] if call else []) + (["--paced"] if paced else [])
     return per_unit(lambda n: ["bench.anthropic_core", *flag, "--run", str(n)], streams)
 
 
@@ -58,13 +59,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.anthropic_core", description=__doc__)
     parser.add_argument("--streams", type=int, default=50)
     parser.add_argument("--call", action="store_true", help="end in a rewritten tool_use block")
+    add_paced_flag(parser)
     parser.add_argument("--run", type=int, help=argparse.SUPPRESS)  # the counted process
     args = parser.parse_args(argv)
     if args.run is not None:
-        run(args.run, args.call)
+        run(args.run, args.call, args.paced)
         return 0
-    count = instructions(args.streams, args.call)
+    count = instructions(args.streams, args.call, args.paced)
     what = "ending in a rewritten call" if args.call else "core only"
+    what += ", one event a read" if args.paced else ""
     print(f"instructions per 200-delta Anthropic stream, {what}: {count:,}")
     return 0
 

@@ -6,10 +6,10 @@ rewrites) goes through three exchanges, each for a request that offers a tool (s
 through the leaked-markup scanner): the Chat Completions exchange itself (the reference), the
 Responses client over it (`new_responses_over_chat`: Codex on a Chat-only provider) and the
 Anthropic Messages client over it (`new_anthropic_over_chat`: Claude Code). Fed in 16 KiB
-reads; counted under callgrind at N and 3N streams (after the same warm-up), differenced, so
+reads, or one event a read with `--paced` (bench/reads.py); counted under callgrind at N and 3N streams (after the same warm-up), differenced, so
 start-up and imports cancel out.
 
-    python -m bench.bridge_core [--call] [--streams N] [--only chat|responses|anthropic]
+    python -m bench.bridge_core [--call] [--paced] [--streams N] [--only chat|responses|anthropic]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from bench.inprocess import per_unit
+from bench.reads import add_paced_flag, reads_of
 from proxy.bridge.anthropic_chat.exchange import new_anthropic_over_chat
 from proxy.bridge.responses_chat.exchange import new_responses_over_chat
 from proxy.chat.exchange import ChatExchange
@@ -29,7 +30,6 @@ from proxy.core.events import Forward
 from proxy.core.rounds import RouteRules
 
 WARMUP = 20
-READ_BYTES = 16 * 1024
 DELTAS = 200
 PARAMETERS = {"type": "object", "properties": {"command": {"type": "string"}}}
 USER_TEXT = "List the files."
@@ -105,10 +105,9 @@ def _entropy(n: int) -> bytes:
     return b"\x5a" * n
 
 
-def run(kind: str, streams: int, call: bool) -> None:
+def run(kind: str, streams: int, call: bool, paced: bool = False) -> None:
     body = REQUESTS[kind]
-    stream = upstream_stream(call)
-    reads = [stream[i : i + READ_BYTES] for i in range(0, len(stream), READ_BYTES)]
+    reads = reads_of(upstream_stream(call), paced)
     raw, rules, factory = orjson.dumps(body), RouteRules(), FACTORIES[kind]
     for _ in range(WARMUP + streams):
         exchange = factory(body, raw, rules, _entropy)
@@ -121,8 +120,8 @@ def run(kind: str, streams: int, call: bool) -> None:
             exchange.end()
 
 
-def instructions(kind: str, streams: int, call: bool) -> int:
-    flag = ["--call"] if call else []
+def instructions(kind: str, streams: int, call: bool, paced: bool = False) -> int:
+    flag = (["--call"] if call else []) + (["--paced"] if paced else [])
     return per_unit(
         lambda n: ["bench.bridge_core", "--only", kind, *flag, "--run", str(n)], streams
     )
@@ -133,14 +132,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--streams", type=int, default=30)
     parser.add_argument("--call", action="store_true", help="end in a rewritten function call")
     parser.add_argument("--only", choices=sorted(FACTORIES), help="one exchange, not all three")
+    add_paced_flag(parser)
     parser.add_argument("--run", type=int, help=argparse.SUPPRESS)  # the counted process
     args = parser.parse_args(argv)
     if args.run is not None:
-        run(args.only or "chat", args.run, args.call)
+        run(args.only or "chat", args.run, args.call, args.paced)
         return 0
     kinds = [args.only] if args.only else list(FACTORIES)
-    counts = {kind: instructions(kind, args.streams, args.call) for kind in kinds}
+    counts = {kind: instructions(kind, args.streams, args.call, args.paced) for kind in kinds}
     ending = "ending in a rewritten call" if args.call else "text only"
+    ending += ", one event a read" if args.paced else ""
     print(f"instructions per {DELTAS}-delta upstream Chat stream, core only, {ending}:")
     for kind, count in counts.items():
         ratio = f"  ({count / counts['chat']:.2f}x Chat's)" if "chat" in counts else ""

@@ -4,11 +4,12 @@ The stream Codex CLI and the Agents SDK get on a long answer: `response.created`
 `response.in_progress`, one message (`output_item.added`, `content_part.added`, 200
 `output_text.delta` events, the `.done` events), `response.completed`, numbered 0, 1, 2, ...
 as a real upstream numbers them (built with the Responses test builders), for a request that
-offers tools, so text goes through the leaked-markup scanner; fed in 16 KiB reads. `--call`
+offers tools, so text goes through the leaked-markup scanner; fed in 16 KiB reads, or one
+event a read with `--paced` (bench/reads.py). `--call`
 ends the message in a function call whose Kimi-style id (`functions.bash:0`) the proxy
 rewrites. Counted under callgrind at N and 3N streams (after the same warm-up), differenced.
 
-    python -m bench.responses_core [--call] [--streams N] [--deltas N]
+    python -m bench.responses_core [--call] [--paced] [--streams N] [--deltas N]
 """
 
 from __future__ import annotations
@@ -18,15 +19,17 @@ import sys
 
 import orjson
 
+from bench.reads import add_paced_flag, reads_of
 from proxy.core.rounds import RouteRules
 from proxy.responses.exchange import ResponsesExchange
 
 WARMUP = 20
-READ_BYTES = 16 * 1024
 DELTAS = 200
 
 
-def _stream(call: bool, deltas: int = DELTAS) -> tuple[dict[str, object], list[bytes]]:
+def _stream(
+    call: bool, deltas: int = DELTAS, paced: bool = False
+) -> tuple[dict[str, object], list[bytes]]:
     # The tests' own builders (a package module of tests/, run from the repository's root).
     from tests.responses.helpers import Upstream, request
 
@@ -34,12 +37,11 @@ def _stream(call: bool, deltas: int = DELTAS) -> tuple[dict[str, object], list[b
     if call:
         upstream.call("functions.bash:0")
     body = upstream.completed().numbered()
-    reads = [body[i : i + READ_BYTES] for i in range(0, len(body), READ_BYTES)]
-    return request(), reads
+    return request(), reads_of(body, paced)
 
 
-def run(streams: int, call: bool, deltas: int = DELTAS) -> None:
-    body, reads = _stream(call, deltas)
+def run(streams: int, call: bool, deltas: int = DELTAS, paced: bool = False) -> None:
+    body, reads = _stream(call, deltas, paced)
     raw, rules = orjson.dumps(body), RouteRules()
     for _ in range(WARMUP + streams):
         exchange = ResponsesExchange(body, raw, rules)
@@ -50,12 +52,12 @@ def run(streams: int, call: bool, deltas: int = DELTAS) -> None:
             exchange.end()
 
 
-def instructions(streams: int, call: bool, deltas: int = DELTAS) -> int:
+def instructions(streams: int, call: bool, deltas: int = DELTAS, paced: bool = False) -> int:
     # Imported here: the counted process (`--run`) loads only the core it measures.
     from bench.inprocess import per_unit
 
     flags = ["--call"] if call else []
-    flags += ["--deltas", str(deltas)]
+    flags += ["--deltas", str(deltas), *(["--paced"] if paced else [])]
     return per_unit(lambda n: ["bench.responses_core", *flags, "--run", str(n)], streams)
 
 
@@ -70,13 +72,15 @@ def main(argv: list[str] | None = None) -> int:
         help="text deltas per stream (the cost of one: "
         "the difference between two counts over their difference in deltas)",
     )
+    add_paced_flag(parser)
     parser.add_argument("--run", type=int, help=argparse.SUPPRESS)  # the counted process
     args = parser.parse_args(argv)
     if args.run is not None:
-        run(args.run, args.call, args.deltas)
+        run(args.run, args.call, args.deltas, args.paced)
         return 0
-    count = instructions(args.streams, args.call, args.deltas)
+    count = instructions(args.streams, args.call, args.deltas, args.paced)
     what = "ending in a rewritten call" if args.call else "core only"
+    what += ", one event a read" if args.paced else ""
     print(f"instructions per {args.deltas}-delta Responses stream, {what}: {count:,}")
     return 0
 

@@ -56,5 +56,11 @@ class UpstreamReads:
             self._idle = piece.endswith(b"\n\n")
             yield self._reader.feed(piece)
 
+    def whole_delta(self, data: bytes) -> bool:
+        """Did the lane take this read whole, as one plain text delta (`take_whole`)? Only
+        where the reader holds nothing: else the read's bytes may end its event."""
+        texts = self._texts
+        return texts is not None and self._idle and texts.take_whole(data)
+
     def end(self) -> list[Event]:
         return self._reader.end()

@@ -110,7 +110,7 @@ class AnthropicStream:
     # -- feeding -------------------------------------------------------------------------------
 
     def feed(self, data: bytes) -> list[bytes]:
-        if self.phase is StreamPhase.STREAMING:
+        if self.phase is StreamPhase.STREAMING and not self._reads.whole_delta(data):
             for events in self._reads.feed(data):
                 if not self._events(events):
                     break

@@ -22,7 +22,7 @@ from proxy.core.textcalls import Segment, TextCallScanner
 class TextBlocks:
     """Starts, deltas and closes of scanned text blocks."""
 
-    __slots__ = ("_lane_head", "_offered", "_output", "_run", "_tools", "lane")
+    __slots__ = ("_lane_head", "_offered", "_output", "_run", "_tools", "_whole_head", "lane")
 
     def __init__(self, offered: frozenset[str], output: RoundOutput, tools: ToolBlocks) -> None:
         self._offered = offered
@@ -32,6 +32,7 @@ class TextBlocks:
         # delta at its client index begins: see `as_came`.
         self.lane: TextBlock | None = None
         self._lane_head = b""
+        self._whole_head = b""  # the same with its event line (`take_whole`)
         self._run: TextRun | None = None  # the lane's runs of such events (`take_run`)
 
     def start(self, block: dict[str, Any]) -> TextBlock:
@@ -92,17 +93,28 @@ class TextBlocks:
         text = self.lane
         if text is None or not data.startswith(self._lane_head) or data[-3:] != b'"}}':
             return False
-        body = data[len(self._lane_head) : -3]
-        if not body or _NOT_PLAIN.search(body) is not None:
-            return False
-        try:
-            value = body.decode()
-        except UnicodeDecodeError:
-            return False
-        if not text.scanner.passes(value):
+        value = _plain(data[len(self._lane_head) : -3])
+        if value is None or not text.scanner.passes(value):
             return False
         text.text.append(value)
         self._output.out += (EVENT_HEAD, data, b"\n\n")
+        return True
+
+    def take_whole(self, data: bytes) -> bool:
+        """Take a read that is one whole event `as_came` would take (a paced model's read,
+        nearly every delta of a real stream), handing on the read itself; False: nothing
+        done. The lane's event line and prefix, a plain text (no quote, backslash or control
+        character, so no line break: no other event) and the end `"}}` and blank line are
+        that event and nothing else; the run's search and proof would find the same."""
+        text = self.lane
+        head = self._whole_head
+        if text is None or not data.startswith(head) or data[-5:] != b'"}}\n\n':
+            return False
+        value = _plain(data[len(head) : -5])
+        if value is None or not text.scanner.passes(value):
+            return False
+        text.text.append(value)
+        self._output.out.append(data)
         return True
 
     def take_run(self, data: bytes, at: int) -> int:
@@ -141,6 +153,7 @@ class TextBlocks:
             # one while it is open: its lane is the deltas at the client's index.
             self.lane = text
             self._lane_head = LANE_HEAD % text.index
+            self._whole_head = EVENT_HEAD + self._lane_head
             self._run = run_at(text.index)
 
     def _close(self, text: TextBlock) -> None:
@@ -156,6 +169,16 @@ class TextBlocks:
 
 # What a JSON string's text may not hold as it is (a quote ends it, a backslash escapes).
 _NOT_PLAIN = re.compile(rb'["\\\x00-\x1f]')
+
+
+def _plain(body: bytes) -> str | None:
+    """The text of a string's bytes if JSON writes that text as these bytes (not empty)."""
+    if not body or _NOT_PLAIN.search(body) is not None:
+        return None
+    try:
+        return body.decode()
+    except UnicodeDecodeError:
+        return None
 
 
 def _plain_text_event(obj: dict[str, Any], delta: dict[str, Any]) -> bool:

@@ -282,16 +282,17 @@ def run(
     rules: RouteRules | None = None,
     *,
     read_size: int | None = None,
+    paced: bool = False,
 ) -> Run:
-    """Drive an exchange through upstream rounds as the shell does (streaming)."""
+    """Drive an exchange through upstream rounds as the shell does (streaming): each round
+    in reads of `read_size` bytes (one read: None), or one event a read (`paced`)."""
     exchange = AnthropicExchange(body, orjson.dumps(body), rules or RouteRules(), entropy)
     result = Run(exchange=exchange)
     for data in rounds:
         exchange.begin_round(stream=True)
-        size = read_size or len(data) or 1
         events = []
-        for i in range(0, len(data), size):
-            events += exchange.feed(data[i : i + size])
+        for read in event_reads(data) if paced else _cut(data, read_size or len(data) or 1):
+            events += exchange.feed(read)
             if any(not isinstance(e, bytes) for e in events):
                 break
         else:
@@ -300,6 +301,16 @@ def run(
         if step != "followup":
             return result
     raise AssertionError("the exchange asked for more rounds than the test gave")
+
+
+def _cut(data: bytes, size: int) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+def event_reads(data: bytes) -> list[bytes]:
+    """`data` one event a read (each up to its blank line), as a paced model sends it."""
+    *events, rest = data.split(b"\n\n")
+    return [event + b"\n\n" for event in events] + ([rest] if rest else [])
 
 
 def _act(result: Run, events: list[Any], exchange: AnthropicExchange) -> str:

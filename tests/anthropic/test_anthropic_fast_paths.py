@@ -30,6 +30,7 @@ from tests.anthropic.anthropic_wire import (
     tool,
     tool_use,
 )
+from tests.core.full_parse import anthropic_parsing_every_event
 
 JSON = dict[str, object]
 LS = {"command": "ls"}
@@ -205,17 +206,19 @@ FINAL = start("msg_final") + text(0, "done") + end("end_turn")
 
 
 def _outcome(upstream: bytes, read_size: int) -> tuple[object, ...]:
-    got = run(request(*HISTORY), [upstream, FINAL], read_size=read_size)
+    """Read `read_size` bytes at a time, or (0) one event a read, as a paced model sends."""
+    rounds = [upstream, FINAL]
+    got = run(request(*HISTORY), rounds, read_size=read_size or None, paced=not read_size)
     assert got.exchange is not None
     return got.client, got.followups, got.exchange.report()
 
 
 @settings(max_examples=500, deadline=None)
-@given(upstream=text_streams(), read_size=st.sampled_from([7, 64, 16384]))
+@given(upstream=text_streams(), read_size=st.sampled_from([0, 7, 64, 16384]))
 def test_deltas_taken_from_their_bytes_give_what_their_parse_gives(
     upstream: bytes, read_size: int
 ) -> None:
-    with mock.patch.object(TextBlocks, "as_came", lambda self, data: False):
+    with anthropic_parsing_every_event():
         expected = _outcome(upstream, read_size)
     assert _outcome(upstream, read_size) == expected
 
@@ -225,9 +228,30 @@ def test_plain_deltas_after_the_first_are_not_parsed() -> None:
     exchange = AnthropicExchange(request(), b"{}", RouteRules())
     exchange.begin_round(stream=True)
     exchange.feed(start() + text(0, "plain ", stop=False))
+    read = delta_event(0, {"type": "text_delta", "text": "words"})
     with mock.patch.object(TextBlocks, "delta", side_effect=AssertionError("parsed")):
-        [sent] = exchange.feed(delta_event(0, {"type": "text_delta", "text": "words"}))
-    assert sent == delta_event(0, {"type": "text_delta", "text": "words"})
+        [sent] = exchange.feed(read)
+    assert sent is read  # a read that is one such delta: handed on itself, not copied
+
+
+@pytest.mark.parametrize("held", [b'data: {"type":"ping"}\n', b"event: ping\n", b": note\n"])
+def test_a_delta_read_after_a_line_the_reader_holds_is_read_with_that_line(held: bytes) -> None:
+    """A read that is one whole plain delta is handed on as it came only where the reader
+    holds nothing: a line before it (no blank line yet) belongs to the same event."""
+    reads = [start() + text(0, "plain ", stop=False), held]
+    reads += [delta_event(0, {"type": "text_delta", "text": "words"}), end("end_turn")]
+
+    def client() -> bytes:
+        exchange = AnthropicExchange(request(), b"{}", RouteRules())
+        exchange.begin_round(stream=True)
+        sent = [event for read in reads for event in exchange.feed(read)]
+        if exchange.phase.name == "RECEIVING":
+            sent += exchange.end()
+        return b"".join(e if isinstance(e, bytes) else repr(e).encode() for e in sent)
+
+    with anthropic_parsing_every_event():
+        expected = client()
+    assert client() == expected
 
 
 @pytest.mark.parametrize(
@@ -249,6 +273,7 @@ def test_a_delta_after_the_first_is_sent_as_its_parse_says(body: bytes, ending: 
     data = LANE_PREFIX % 0 + body + ending
     upstream = start() + text(0, "plain ", stop=False) + b"data: " + data + b"\n\n"
     upstream += text(1, "next") + tool(2, "functions.Bash:0", "Bash", LS) + end()
-    with mock.patch.object(TextBlocks, "as_came", lambda self, data: False):
-        expected = _outcome(upstream, 16384)
-    assert _outcome(upstream, 16384) == expected
+    for read_size in (16384, 0):  # one read, and one event a read
+        with anthropic_parsing_every_event():
+            expected = _outcome(upstream, read_size)
+        assert _outcome(upstream, read_size) == expected

@@ -28,9 +28,10 @@ class DecoderReader:
 
 @contextlib.contextmanager
 def anthropic_parsing_every_event() -> Iterator[None]:
-    """No text lane, no run, the generic decoder."""
+    """No text lane (a read that is one delta neither), no run, the generic decoder."""
     with (
         mock.patch.object(TextBlocks, "as_came", lambda self, data: False),
+        mock.patch.object(TextBlocks, "take_whole", lambda self, data: False),
         mock.patch.object(TextBlocks, "take_run", lambda self, data, at: at),
         mock.patch("proxy.anthropic.stream.EventReader", DecoderReader),
     ):

@@ -592,7 +592,7 @@ def anthropic_streams(draw: st.DrawFn) -> tuple[list[bytes], list[bytes]]:
     if draw(st.booleans()):
         events.append(aw.tool(1, "functions.Bash:0", "Bash", LS))
     events.append(aw.end(draw(st.sampled_from(["end_turn", "tool_use"]))))
-    return events, draw(cut(b"".join(events)))
+    return events, draw(cut_or_paced(events))
 
 
 def anthropic_outcome(reads: list[bytes]) -> tuple[Any, ...]:

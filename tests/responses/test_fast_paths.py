@@ -323,6 +323,26 @@ def test_a_read_that_is_one_plain_delta_goes_out_as_it_came_unparsed() -> None:
     assert all(got == [read] and got[0] is read for got, read in zip(sent, paced, strict=True))
 
 
+@pytest.mark.parametrize(
+    "held",
+    [
+        b'data: {"type":"x"}\n',
+        b"event: x\n",
+        b": note\n",
+        b'event: response.output_text.delta\ndata: {"ty',  # a delta cut short, held
+    ],
+)
+def test_a_delta_read_after_a_line_the_reader_holds_is_read_with_that_line(held: bytes) -> None:
+    """A read that is one whole plain delta is handed on as it came only where the reader
+    (or the stream, for a cut delta) holds nothing: a line before it (no blank line yet)
+    belongs to the same event."""
+    events = Upstream().created().message("one ", "two ", done=False).numbered_events()
+    reads = [b"".join(events[:5]), held, events[5], *Upstream().completed().events]
+    with responses_parsing_every_event():
+        expected = outcome([reads])
+    assert outcome([reads]) == expected
+
+
 def test_paced_deltas_of_a_follow_up_round_are_renumbered_as_their_parse_says() -> None:
     """After a replay's follow-up, the upstream numbers from 0 again and the client goes on
     from its own: a paced delta is not the client's as it came, and is written again."""
