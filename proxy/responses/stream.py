@@ -16,7 +16,7 @@ delta); once a text part's lane is open, the runs of its plain deltas that follo
 from the read's bytes (`TextLane.take_run`, runs.py) and sent as they came, or renumbered,
 without being split into events or parsed; a read that is one such delta (a paced model's
 read, nearly every delta of a real stream) is handed on as the very bytes that came
-(`TextLane.take_whole`). Such runs are only looked for where the reader holds no part of an
+(`TextLane.take_whole`, checked in `feed` itself: a call less per delta). Such runs are only looked for where the reader holds no part of an
 event (the bytes it had end with a blank line).
 
 Phases (`_TRANSITIONS`): STREAMING --round end--> DONE (`followup` set when the round's only
@@ -113,10 +113,25 @@ class ResponsesStream:
     # -- the shell's calls ---------------------------------------------------------------------
 
     def feed(self, data: bytes) -> list[bytes]:
-        if self._one_delta(data):
-            return [data]  # as it came
+        lane = self._items.lane
+        if (
+            lane is not None
+            and self._idle
+            and not self._cut
+            and self.phase is StreamPhase.STREAMING
+            and lane.take_whole(data, self.carry)
+        ):
+            # The read is one plain delta of the open lane (a paced model's read, nearly
+            # every delta of a real stream), taken whole: it goes out as it came. Only where
+            # neither the reader nor a cut delta holds bytes, which the read's would end.
+            return [data]
         if self._cut:
             data, self._cut = self._cut + data, b""
+        return self._pieces(data)
+
+    def _pieces(self, data: bytes) -> list[bytes]:
+        """A read from its start: runs of the lane's deltas taken, the rest read in pieces
+        (each up to where a run may begin) by the reader and the general path."""
         out: list[bytes] = []
         pos, size = 0, len(data)
         runs = _RUNS_PER_READ
@@ -159,18 +174,6 @@ class ResponsesStream:
             except ReplayLoopDetected as exc:
                 self._broken(exc)
         return out
-
-    def _one_delta(self, data: bytes) -> bool:
-        """Did the open lane take this read whole, as one plain delta (a paced model's read)?
-        Only where the reader holds nothing: else the read's bytes may end its event."""
-        lane = self._items.lane
-        return (
-            lane is not None
-            and self._idle
-            and not self._cut
-            and self.phase is StreamPhase.STREAMING
-            and lane.take_whole(data, self.carry)
-        )
 
     def _read(self, piece: bytes, out: list[bytes]) -> bool:
         """A piece of a read for the reader; False: a text delta the read cut, held for the
