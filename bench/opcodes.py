@@ -9,7 +9,7 @@ alone. Like instructions, the count repeats exactly; on these benches one opcode
 100 instructions with what it calls, and the rest is C work over the stream's bytes
 (splits, joins, copies), which the count does not see.
 
-    python -m bench.opcodes responses [--call] [--top N]
+    python -m bench.opcodes responses [--call] [--paced] [--top N]
     python -m bench.opcodes anthropic [--call]
     python -m bench.opcodes chat|anthropic_over_chat|responses_over_chat [--call]
                                                     (bench.bridge_core's one Chat stream)
@@ -27,6 +27,7 @@ from types import FrameType
 from typing import Any
 
 from bench import anthropic_core, bridge_core, responses_core
+from bench.reads import add_paced_flag
 
 Where = tuple[str, str]  # a function: its module's path from the package, its name
 
@@ -78,9 +79,10 @@ def _module(path: str) -> str:
     return path
 
 
-def per_stream(bench: str, call: bool = False) -> Counter[Where]:
-    """The opcodes one stream of `bench` runs, by function (two streams less one)."""
-    run = _runs()[bench]
+def per_stream(bench: str, call: bool = False, paced: bool = False) -> Counter[Where]:
+    """The opcodes one stream of `bench` runs, by function (two streams less one); `paced`:
+    fed one event a read."""
+    run = partial(_runs()[bench], paced=paced)
     run(1, call)  # untraced: what a process does once (caches it fills) is not a stream's
     one = _counted(lambda: run(1, call))
     two = _counted(lambda: run(2, call))
@@ -93,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("bench", choices=sorted(_runs()))
     parser.add_argument("--call", action="store_true", help="end in a rewritten function call")
     parser.add_argument("--top", type=int, default=30, help="functions listed (most first)")
+    add_paced_flag(parser)
     args = parser.parse_args(argv)
-    counts = per_stream(args.bench, args.call)
+    counts = per_stream(args.bench, args.call, args.paced)
     print(f"Python opcodes per {args.bench} stream: {sum(counts.values()):,}")
     for (module, name), count in counts.most_common(args.top):
         print(f"  {count:>7,}  {module}:{name}")
