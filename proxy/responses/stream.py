@@ -16,8 +16,9 @@ delta); once a text part's lane is open, the runs of its plain deltas that follo
 from the read's bytes (`TextLane.take_run`, runs.py) and sent as they came, or renumbered,
 without being split into events or parsed; a read that is one such delta (a paced model's
 read, nearly every delta of a real stream) is handed on as the very bytes that came
-(`TextLane.take_whole`, checked in `feed` itself: a call less per delta). Such runs are only looked for where the reader holds no part of an
-event (the bytes it had end with a blank line).
+(`TextLane.take_whole`, asked in `feed` itself: a call less per delta). Runs and such reads
+are only taken where the reader holds no part of an event (the bytes it had end with a
+blank line).
 
 Phases (`_TRANSITIONS`): STREAMING --round end--> DONE (`followup` set when the round's only
 calls were replays), STREAMING --trip--> FAILED (`error`). Only STREAMING takes input.
