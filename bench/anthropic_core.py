@@ -3,9 +3,10 @@
 The stream Claude Code gets on a long answer: `message_start`, one text block of 200 text
 deltas, `message_delta` and `message_stop` (built with the Anthropic test builders), for a
 request that offers tools, so text goes through the leaked-markup scanner; fed in 16 KiB
-reads, or one event a read with `--paced` (bench/reads.py). `--call` ends the message in a tool_use block whose Kimi-style id (`functions.Bash:0`)
-the proxy rewrites, its input streamed in `input_json_delta` pieces. Counted under callgrind
-at N and 3N streams (after the same warm-up), differenced.
+reads, or one event a read with `--paced` (bench/reads.py). `--call` ends the message in a
+tool_use block whose Kimi-style id (`functions.Bash:0`) the proxy rewrites, its input
+streamed in `input_json_delta` pieces. Counted under callgrind at N and 3N streams (after the
+same warm-up), differenced.
 
     python -m bench.anthropic_core [--call] [--paced] [--streams N]
 """

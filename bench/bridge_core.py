@@ -6,8 +6,8 @@ rewrites) goes through three exchanges, each for a request that offers a tool (s
 through the leaked-markup scanner): the Chat Completions exchange itself (the reference), the
 Responses client over it (`new_responses_over_chat`: Codex on a Chat-only provider) and the
 Anthropic Messages client over it (`new_anthropic_over_chat`: Claude Code). Fed in 16 KiB
-reads, or one event a read with `--paced` (bench/reads.py); counted under callgrind at N and 3N streams (after the same warm-up), differenced, so
-start-up and imports cancel out.
+reads, or one event a read with `--paced` (bench/reads.py); counted under callgrind at N and
+3N streams (after the same warm-up), differenced, so start-up and imports cancel out.
 
     python -m bench.bridge_core [--call] [--paced] [--streams N] [--only chat|responses|anthropic]
 """

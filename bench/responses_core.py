@@ -5,9 +5,9 @@ The stream Codex CLI and the Agents SDK get on a long answer: `response.created`
 `output_text.delta` events, the `.done` events), `response.completed`, numbered 0, 1, 2, ...
 as a real upstream numbers them (built with the Responses test builders), for a request that
 offers tools, so text goes through the leaked-markup scanner; fed in 16 KiB reads, or one
-event a read with `--paced` (bench/reads.py). `--call`
-ends the message in a function call whose Kimi-style id (`functions.bash:0`) the proxy
-rewrites. Counted under callgrind at N and 3N streams (after the same warm-up), differenced.
+event a read with `--paced` (bench/reads.py). `--call` ends the message in a function call
+whose Kimi-style id (`functions.bash:0`) the proxy rewrites. Counted under callgrind at N and
+3N streams (after the same warm-up), differenced.
 
     python -m bench.responses_core [--call] [--paced] [--streams N] [--deltas N]
 """
