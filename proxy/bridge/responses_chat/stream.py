@@ -10,6 +10,10 @@ usage chunk). Output, in Responses' grammar:
     response.completed (or response.incomplete) with the whole `output` and usage
 
 `sequence_number` strictly increases. SSE comments (keep-alives) pass as comments, at once.
+
+Once the general path has written one content chunk as exactly one text delta, the chunks
+that differ from it only in a plain text are written from their bytes (`ChatTextLane`,
+text_lane.py), where the decoder holds nothing: most of a long answer, unparsed.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from proxy.bridge.responses_chat.output import (
     status_of,
 )
 from proxy.bridge.responses_chat.stream_items import Event, StreamItems
+from proxy.bridge.responses_chat.text_lane import TEXT_DELTA, ChatTextLane
 from proxy.core.errors import ProxyError, ReplayLoopDetected
 from proxy.core.sse import SSEDecoder, SSEEvent, utf8_safe
 from proxy.responses.carry import encode
@@ -43,13 +48,34 @@ class ResponsesOverChatStream:
         self.released = False  # some bytes went to the client
         self.ended = False
         self._usage: object = None
+        self._lane: ChatTextLane | None = None  # None after any event the general path reads
 
     # -- the exchange's calls ------------------------------------------------------------------
 
     def feed(self, data: bytes) -> bytes:
+        if self._decoder.idle and data.endswith(b"\n\n"):
+            return self._by_event(data)
         out: list[bytes] = []
         for event in self._decoder.feed(data):
             self._event(event, out)
+        return b"".join(out)
+
+    def _by_event(self, data: bytes) -> bytes:
+        """Whole events, each taken by the lane or read by the general path (one by one: an
+        event the general path reads may open the lane for the next). Two LFs in a row end
+        an event in any framing (the first ends a line, a CRLF's too, the second is a blank
+        line), so the pieces between them are what the decoder would read as events."""
+        out: list[bytes] = []
+        for line in data[:-2].split(b"\n\n"):
+            lane = self._lane
+            sent = lane.take(line, self._seq) if lane is not None else None
+            if sent is None:
+                for event in self._decoder.feed(line + b"\n\n"):
+                    self._event(event, out)
+            else:
+                self._seq += 1
+                self.released = True
+                out.append(sent)
         return b"".join(out)
 
     def finish(self) -> bytes:
@@ -77,6 +103,7 @@ class ResponsesOverChatStream:
     # -- input ---------------------------------------------------------------------------------
 
     def _event(self, event: SSEEvent, out: list[bytes]) -> None:
+        self._lane = None  # what it relies on may change here
         if self.ended:
             return
         if event.data is None:
@@ -100,18 +127,24 @@ class ResponsesOverChatStream:
             code = error.get("code") if isinstance(error.get("code"), str) else "server_error"
             self._failed({"code": code, "message": str(error.get("message") or "")}, out)
         else:
-            self._chunk(chunk, out)
+            written = self._chunk(chunk, out)
+            if len(written) == 1 and written[0]["type"] == TEXT_DELTA:
+                # A chunk whose only event is a text delta: the next like it need no parse.
+                self._lane = self._items.text_lane(event.data, written[0])
 
-    def _chunk(self, chunk: dict[str, Any], out: list[bytes]) -> None:
+    def _chunk(self, chunk: dict[str, Any], out: list[bytes]) -> list[Event]:
+        """Decide a chunk; the events it wrote (numbered)."""
         self.head.adopt(chunk)
         if isinstance(chunk.get("usage"), dict):
             self._usage = chunk["usage"]
+        written: list[Event] = []
         choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else ():
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
-                self._choice(choice, out)
+                written += self._choice(choice, out)
+        return written
 
-    def _choice(self, choice: dict[str, Any], out: list[bytes]) -> None:
+    def _choice(self, choice: dict[str, Any], out: list[bytes]) -> list[Event]:
         events: list[Event] = []
         delta = choice.get("delta")
         if isinstance(delta, dict):
@@ -130,6 +163,7 @@ class ResponsesOverChatStream:
             self._items.finish = choice["finish_reason"]
             self._items.close_all(events)
         self._emit(events, out)
+        return events
 
     # -- the end -------------------------------------------------------------------------------
 

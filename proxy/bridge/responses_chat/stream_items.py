@@ -33,6 +33,7 @@ from proxy.bridge.responses_chat.output import (
     status_of,
     text_part,
 )
+from proxy.bridge.responses_chat.text_lane import ChatTextLane
 from proxy.bridge.responses_chat.tools import ClientTool, ToolTable
 
 Event = dict[str, Any]
@@ -85,6 +86,15 @@ class StreamItems:
     def closed_output(self) -> list[dict[str, Any]]:
         """The closed items, in output order: the response's `output`."""
         return [self._output[index] for index in sorted(self._output)]
+
+    def text_lane(self, data: bytes, event: Event) -> ChatTextLane | None:
+        """A lane for the chunks like the one (data `data`) written as the text delta
+        `event`, whose text the open message's part holds last."""
+        msg = self._message
+        index = event.get("content_index")
+        if msg is None or not isinstance(index, int) or not 0 <= index < len(msg.parts):
+            return None
+        return ChatTextLane.of(data, event["delta"], event, msg.parts[index])
 
     # -- deltas ---------------------------------------------------------------------------------
 
