@@ -12,6 +12,9 @@ reason, usage summed) and `message_stop` end it. What it writes:
   `tool_use` (ids `call_X` -> `toolu_X`);
 - at `[DONE]`: `message_delta` with `stop_reason` and usage (`mapping.py`), `message_stop`;
 - Chat comments (keep-alives) pass as SSE comments.
+Once a content chunk was written as exactly one text delta of the live block, the chunks that
+differ from it only in a plain text are written from their bytes (`ChatTextLane`,
+proxy/bridge/text_lane.py), where the decoder holds nothing: most of a long answer, unparsed.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from proxy.anthropic.wire import encode, error_event
 from proxy.bridge.anthropic_chat.blocks import TEXT, THINKING, TOOL, Block, BlockQueue
 from proxy.bridge.anthropic_chat.ids import client_tool_id
 from proxy.bridge.anthropic_chat.mapping import anthropic_usage, stop_reason
+from proxy.bridge.text_lane import TEXT_MARK, ChatTextLane
 from proxy.core.errors import ProxyError, ReplayLoopDetected
 from proxy.core.sse import SSEDecoder, SSEEvent, utf8_safe
 
@@ -56,11 +60,26 @@ class ChatToAnthropicStream:
         self._tools: dict[int, Block] = {}  # a Chat call index -> its block
         self._finish_reason: object = None
         self._usage: object = None
+        self._lane: ChatTextLane | None = None  # None after any event the general path reads
 
     def feed(self, data: bytes) -> bytes:
+        if self._decoder.idle and data.endswith(b"\n\n"):
+            # Whole events, each taken by the lane or read by the general path, one by one
+            # (two LFs in a row end an event in any framing, as the decoder reads it).
+            for line in data[:-2].split(b"\n\n"):
+                lane = self._lane
+                sent = lane.take(line) if lane is not None else None
+                if sent is None:
+                    self._read(line + b"\n\n")
+                else:
+                    self._blocks.out.append(sent)
+            return self._take()
+        self._read(data)
+        return self._take()
+
+    def _read(self, data: bytes) -> None:
         for event in self._decoder.feed(data):
             self._event(event)
-        return self._take()
 
     def close(self) -> bytes:
         """The Chat stream ended (its `[DONE]` went through `feed`, or it is missing)."""
@@ -75,6 +94,7 @@ class ChatToAnthropicStream:
         replay loop comes after a completed block, an empty text block if none went out:
         Claude Code ends its turn on an error event only then (SPEC §8), and re-sends the
         request otherwise."""
+        self._lane = None
         if self.done:
             return b""
         self._start_message()
@@ -90,6 +110,7 @@ class ChatToAnthropicStream:
     # -- Chat events ------------------------------------------------------------------------------
 
     def _event(self, event: SSEEvent) -> None:
+        self._lane = None  # what it relies on may change here
         if self.done:
             return
         if event.data is None:
@@ -106,7 +127,10 @@ class ChatToAnthropicStream:
         except orjson.JSONDecodeError:
             return  # the Chat exchange turned such lines into comments already (SPEC §4)
         if isinstance(chunk, dict):
+            written = len(self._blocks.out)
             self._chunk(chunk)
+            if len(self._blocks.out) == written + 1:
+                self._lane = self._text_lane(event.data, chunk)
 
     def _chunk(self, chunk: dict[str, Any]) -> None:
         if isinstance(chunk.get("error"), dict) and not chunk.get("choices"):
@@ -140,6 +164,21 @@ class ChatToAnthropicStream:
         if choice.get("finish_reason") is not None:
             self._finish_reason = choice["finish_reason"]
 
+    def _text_lane(self, data: bytes, chunk: dict[str, Any]) -> ChatTextLane | None:
+        """A lane for the chunks like `chunk` (data `data`), which wrote one event: if that
+        was its content's text delta in the live text block (the queue's last)."""
+        choices = chunk.get("choices")
+        choice = choices[0] if isinstance(choices, list) and len(choices) == 1 else None
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        text = delta.get("content") if isinstance(delta, dict) else None
+        queue = self._blocks.queue
+        block = queue[-1] if queue else None
+        if not isinstance(text, str) or block is None or block.kind != TEXT or block.index < 0:
+            return None
+        marked = encode(block.delta_event(TEXT_MARK))
+        written = (self._blocks.out[-1], marked, 0)
+        return ChatTextLane.of(data, text, written, block.content.append)
+
     def _call(self, call: dict[str, Any]) -> None:
         """SPEC §4's canonical deltas: one header (id, name, maybe arguments), then fragments."""
         index = call.get("index", 0)
@@ -163,6 +202,7 @@ class ChatToAnthropicStream:
             self._blocks.out.append(encode(message_start(self.message_id, self.model)))
 
     def _finish(self) -> None:
+        self._lane = None
         if self.done:
             return
         self._start_message()

@@ -13,7 +13,8 @@ usage chunk). Output, in Responses' grammar:
 
 Once the general path has written one content chunk as exactly one text delta, the chunks
 that differ from it only in a plain text are written from their bytes (`ChatTextLane`,
-text_lane.py), where the decoder holds nothing: most of a long answer, unparsed.
+proxy/bridge/text_lane.py), where the decoder holds nothing: most of a long answer,
+unparsed.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from proxy.bridge.responses_chat.output import (
     status_of,
 )
 from proxy.bridge.responses_chat.stream_items import Event, StreamItems
-from proxy.bridge.responses_chat.text_lane import TEXT_DELTA, ChatTextLane
+from proxy.bridge.text_lane import ChatTextLane
 from proxy.core.errors import ProxyError, ReplayLoopDetected
 from proxy.core.sse import SSEDecoder, SSEEvent, utf8_safe
 from proxy.responses.carry import encode
@@ -128,7 +129,7 @@ class ResponsesOverChatStream:
             self._failed({"code": code, "message": str(error.get("message") or "")}, out)
         else:
             written = self._chunk(chunk, out)
-            if len(written) == 1 and written[0]["type"] == TEXT_DELTA:
+            if len(written) == 1 and written[0]["type"] == "response.output_text.delta":
                 # A chunk whose only event is a text delta: the next like it need no parse.
                 self._lane = self._items.text_lane(event.data, written[0])
 
@@ -168,6 +169,7 @@ class ResponsesOverChatStream:
     # -- the end -------------------------------------------------------------------------------
 
     def _complete(self, out: list[bytes]) -> None:
+        self._lane = None
         events: list[Event] = []
         self._items.close_all(events)
         status, reason = status_of(self._items.finish)
@@ -180,6 +182,7 @@ class ResponsesOverChatStream:
         self.ended = True
 
     def _failed(self, error: dict[str, Any], out: list[bytes]) -> None:
+        self._lane = None
         output = self._items.closed_output()
         response = self.head.response("failed", output, responses_usage(self._usage))
         response["error"] = error

@@ -33,8 +33,9 @@ from proxy.bridge.responses_chat.output import (
     status_of,
     text_part,
 )
-from proxy.bridge.responses_chat.text_lane import ChatTextLane
 from proxy.bridge.responses_chat.tools import ClientTool, ToolTable
+from proxy.bridge.text_lane import SEQ_MARK, TEXT_MARK, ChatTextLane
+from proxy.responses.carry import encode
 
 Event = dict[str, Any]
 
@@ -89,12 +90,19 @@ class StreamItems:
 
     def text_lane(self, data: bytes, event: Event) -> ChatTextLane | None:
         """A lane for the chunks like the one (data `data`) written as the text delta
-        `event`, whose text the open message's part holds last."""
+        `event` (numbered), whose text the open message's part holds last."""
         msg = self._message
         index = event.get("content_index")
         if msg is None or not isinstance(index, int) or not 0 <= index < len(msg.parts):
             return None
-        return ChatTextLane.of(data, event["delta"], event, msg.parts[index])
+        part = msg.parts[index]
+
+        def keep(text: str) -> None:
+            part[1] += text
+
+        marked = encode({**event, "delta": TEXT_MARK, "sequence_number": SEQ_MARK})
+        written = (encode(event), marked, event["sequence_number"])
+        return ChatTextLane.of(data, event["delta"], written, keep)
 
     # -- deltas ---------------------------------------------------------------------------------
 
