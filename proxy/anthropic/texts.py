@@ -8,7 +8,6 @@ opens a new text block. Each client text block is recorded whole for a follow-up
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from proxy.anthropic.blocks import TextBlock
@@ -16,6 +15,7 @@ from proxy.anthropic.output import RoundOutput
 from proxy.anthropic.runs import EVENT_HEAD, LANE_HEAD, TextRun, first_text_end, run_at
 from proxy.anthropic.tools import ToolBlocks
 from proxy.anthropic.wire import at_index, data_lines
+from proxy.core.jsontext import plain_text
 from proxy.core.textcalls import Segment, TextCallScanner
 
 
@@ -93,7 +93,7 @@ class TextBlocks:
         text = self.lane
         if text is None or not data.startswith(self._lane_head) or data[-3:] != b'"}}':
             return False
-        value = _plain(data[len(self._lane_head) : -3])
+        value = plain_text(data[len(self._lane_head) : -3])
         if value is None or not text.scanner.passes(value):
             return False
         text.text.append(value)
@@ -110,7 +110,7 @@ class TextBlocks:
         head = self._whole_head
         if text is None or not data.startswith(head) or data[-5:] != b'"}}\n\n':
             return False
-        value = _plain(data[len(head) : -5])
+        value = plain_text(data[len(head) : -5])
         if value is None or not text.scanner.passes(value):
             return False
         text.text.append(value)
@@ -165,20 +165,6 @@ class TextBlocks:
             text.text = []
             self._output.stop(text.index)
             text.index = -1
-
-
-# What a JSON string's text may not hold as it is (a quote ends it, a backslash escapes).
-_NOT_PLAIN = re.compile(rb'["\\\x00-\x1f]')
-
-
-def _plain(body: bytes) -> str | None:
-    """The text of a string's bytes if JSON writes that text as these bytes (not empty)."""
-    if not body or _NOT_PLAIN.search(body) is not None:
-        return None
-    try:
-        return body.decode()
-    except UnicodeDecodeError:
-        return None
 
 
 def _plain_text_event(obj: dict[str, Any], delta: dict[str, Any]) -> bool:

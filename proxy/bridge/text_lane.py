@@ -16,18 +16,15 @@ resets the lane whenever its general path reads an event.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
-from proxy.core.jsontext import dumps
+from proxy.core.jsontext import dumps, plain_text
 
 _DATA = b"data: "
 # Marks written once in the client's event where its text and number go: strings no event of
 # a bridge holds but as the hole itself (its ids are minted from hex).
 TEXT_MARK = "\ue000"
 SEQ_MARK = "\ue001"
-# What a JSON string's text may not hold as it is (a quote ends it, a backslash escapes).
-_NOT_PLAIN = re.compile(rb'["\\\x00-\x1f]')
 
 
 class ChatTextLane:
@@ -61,7 +58,7 @@ class ChatTextLane:
         if at < 0 or data.find(needle, at + 1) >= 0 or b"\n" in data:
             return None
         client = _cut(marked)
-        if client is None or _plain(raw[1:-1]) != text:
+        if client is None or plain_text(raw[1:-1]) != text:
             return None
         start = at + len(needle) - len(raw) + 1  # just inside the string's opening quote
         chat = (_DATA + data[:start], data[start + len(raw) - 2 :])
@@ -79,7 +76,7 @@ class ChatTextLane:
         if not (line.startswith(before) and line.endswith(after)):
             return None
         raw = line[len(before) : len(line) - len(after)]
-        text = _plain(raw)
+        text = plain_text(raw)
         if text is None:
             return None
         self._keep(text)
@@ -102,14 +99,3 @@ def _cut(marked: bytes) -> list[bytes] | None:
         return pieces
     rest = pieces[1].split(number)
     return [pieces[0], *rest] if len(rest) == 2 else None
-
-
-def _plain(raw: bytes) -> str | None:
-    """The text of a JSON string's bytes if JSON writes that text as these bytes (not
-    empty: an empty content makes no event)."""
-    if not raw or _NOT_PLAIN.search(raw) is not None:
-        return None
-    try:
-        return raw.decode()
-    except UnicodeDecodeError:
-        return None

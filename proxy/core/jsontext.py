@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import orjson
@@ -57,3 +58,19 @@ def _dumps_iteratively(value: Any, sort_keys: bool) -> str:
         else:
             raise TypeError(f"Type is not JSON serializable: {type(item).__name__}")
     return "".join(out)
+
+
+# What a JSON string's text may not hold as it is (a quote ends it, a backslash escapes).
+_NOT_PLAIN = re.compile(rb'["\\\x00-\x1f]')
+
+
+def plain_text(raw: bytes) -> str | None:
+    """The text of a JSON string's bytes (between its quotes) if JSON writes that text as
+    these very bytes: valid UTF-8 without a quote, backslash or control character. None for
+    any other bytes, and for no bytes (an empty text is no delta to take on a fast path)."""
+    if not raw or _NOT_PLAIN.search(raw) is not None:
+        return None
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        return None

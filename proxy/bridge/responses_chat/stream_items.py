@@ -44,7 +44,8 @@ Event = dict[str, Any]
 class _Message:
     item_id: str
     index: int
-    parts: list[list[str]] = field(default_factory=list)  # [kind, text] per content part
+    # Per content part: its kind and its text's pieces (joined once, when the part closes).
+    parts: list[tuple[str, list[str]]] = field(default_factory=list)
 
     def part(self, kind: str) -> int | None:
         for n, (have, _) in enumerate(self.parts):
@@ -95,14 +96,9 @@ class StreamItems:
         index = event.get("content_index")
         if msg is None or not isinstance(index, int) or not 0 <= index < len(msg.parts):
             return None
-        part = msg.parts[index]
-
-        def keep(text: str) -> None:
-            part[1] += text
-
         marked = encode({**event, "delta": TEXT_MARK, "sequence_number": SEQ_MARK})
         written = (encode(event), marked, event["sequence_number"])
-        return ChatTextLane.of(data, event["delta"], written, keep)
+        return ChatTextLane.of(data, event["delta"], written, msg.parts[index][1].append)
 
     # -- deltas ---------------------------------------------------------------------------------
 
@@ -127,10 +123,10 @@ class StreamItems:
         content_index = msg.part(kind)
         if content_index is None:
             content_index = len(msg.parts)
-            msg.parts.append([kind, ""])
+            msg.parts.append((kind, []))
             part = text_part("") if kind == "output_text" else {"type": "refusal", "refusal": ""}
             events.append(_ref("response.content_part.added", msg, content_index, part=part))
-        msg.parts[content_index][1] += text
+        msg.parts[content_index][1].append(text)
         event = "response.output_text.delta" if kind == "output_text" else "response.refusal.delta"
         extra: dict[str, Any] = {"logprobs": []} if kind == "output_text" else {}
         events.append(_ref(event, msg, content_index, delta=text, **extra))
@@ -193,7 +189,8 @@ class StreamItems:
         if msg is None:
             return
         content: list[dict[str, Any]] = []
-        for n, (kind, text) in enumerate(msg.parts):
+        for n, (kind, pieces) in enumerate(msg.parts):
+            text = "".join(pieces)
             if kind == "output_text":
                 done = _ref("response.output_text.done", msg, n, text=text, logprobs=[])
                 part = text_part(text)
