@@ -131,7 +131,7 @@ class ResponsesOverChatStream:
             written = self._chunk(chunk, out)
             if len(written) == 1 and written[0]["type"] == "response.output_text.delta":
                 # A chunk whose only event is a text delta: the next like it need no parse.
-                self._lane = self._items.text_lane(event.data, written[0])
+                self._lane = self._items.text_lane(event.data, written[0], out[-1])
 
     def _chunk(self, chunk: dict[str, Any], out: list[bytes]) -> list[Event]:
         """Decide a chunk; the events it wrote (numbered)."""

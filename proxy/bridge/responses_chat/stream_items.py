@@ -89,15 +89,16 @@ class StreamItems:
         """The closed items, in output order: the response's `output`."""
         return [self._output[index] for index in sorted(self._output)]
 
-    def text_lane(self, data: bytes, event: Event) -> ChatTextLane | None:
+    def text_lane(self, data: bytes, event: Event, sent: bytes) -> ChatTextLane | None:
         """A lane for the chunks like the one (data `data`) written as the text delta
-        `event` (numbered), whose text the open message's part holds last."""
+        `event` (numbered; its bytes `sent`), whose text the open message's part holds
+        last."""
         msg = self._message
         index = event.get("content_index")
         if msg is None or not isinstance(index, int) or not 0 <= index < len(msg.parts):
             return None
         marked = encode({**event, "delta": TEXT_MARK, "sequence_number": SEQ_MARK})
-        written = (encode(event), marked, event["sequence_number"])
+        written = (sent, marked, event["sequence_number"])
         return ChatTextLane.of(data, event["delta"], written, msg.parts[index][1].append)
 
     # -- deltas ---------------------------------------------------------------------------------
