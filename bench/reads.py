@@ -18,11 +18,8 @@ def reads_of(body: bytes, paced: bool) -> list[bytes]:
     """`body` as 16 KiB reads, or (`paced`) one read per event (each up to its blank line)."""
     if not paced:
         return [body[i : i + READ_BYTES] for i in range(0, len(body), READ_BYTES)]
-    events = [event + _BLANK for event in body.split(_BLANK)]
-    last = events.pop()  # what follows the last blank line (nothing, in the benches' bodies)
-    if last != _BLANK:
-        events.append(last[: -len(_BLANK)])
-    return events
+    *events, rest = body.split(_BLANK)  # `rest`: after the last blank line (nothing, mostly)
+    return [event + _BLANK for event in events] + ([rest] if rest else [])
 
 
 def add_paced_flag(parser: argparse.ArgumentParser) -> None:

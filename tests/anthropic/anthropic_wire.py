@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from bench.reads import reads_of
 from proxy.anthropic.exchange import AnthropicExchange
 from proxy.core.events import Forward, LoopDetected, OpenFollowup
 from proxy.core.rounds import RouteRules
@@ -291,7 +292,9 @@ def run(
     for data in rounds:
         exchange.begin_round(stream=True)
         events = []
-        for read in event_reads(data) if paced else _cut(data, read_size or len(data) or 1):
+        for read in (
+            reads_of(data, paced=True) if paced else _cut(data, read_size or len(data) or 1)
+        ):
             events += exchange.feed(read)
             if any(not isinstance(e, bytes) for e in events):
                 break
@@ -305,12 +308,6 @@ def run(
 
 def _cut(data: bytes, size: int) -> list[bytes]:
     return [data[i : i + size] for i in range(0, len(data), size)]
-
-
-def event_reads(data: bytes) -> list[bytes]:
-    """`data` one event a read (each up to its blank line), as a paced model sends it."""
-    *events, rest = data.split(b"\n\n")
-    return [event + b"\n\n" for event in events] + ([rest] if rest else [])
 
 
 def _act(result: Run, events: list[Any], exchange: AnthropicExchange) -> str:
