@@ -28,7 +28,7 @@ class DecoderReader:
 
 @contextlib.contextmanager
 def anthropic_parsing_every_event() -> Iterator[None]:
-    """No text lane (a read that is one delta neither), no run, the generic decoder."""
+    """No text lane (not even for a read that is one delta), no run, the generic decoder."""
     with (
         mock.patch.object(TextBlocks, "as_came", lambda self, data: False),
         mock.patch.object(TextBlocks, "take_whole", lambda self, data: False),
@@ -40,7 +40,8 @@ def anthropic_parsing_every_event() -> Iterator[None]:
 
 @contextlib.contextmanager
 def responses_parsing_every_event() -> Iterator[None]:
-    """No lane (a read that is one delta neither), no run, no cut delta held for the next read, the generic decoder."""
+    """No lane (not even for a read that is one delta), no run, no cut delta held for the
+    next read, the generic decoder."""
     with (
         mock.patch("proxy.responses.stream._cut_delta", lambda piece: False),
         mock.patch.object(TextLane, "take", lambda self, data, carry, out: False),
