@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.core.decide import Decision
+from proxy.core.jsoncomplete import is_complete_json
 from proxy.core.jsontext import dumps
 from proxy.core.notes import IdRewritten
 from proxy.core.textcalls import TextCallScanner
@@ -52,6 +53,10 @@ class ToolBlock:
             tool.whole = dumps(value).decode()
         tool.extra = {k: v for k, v in block.items() if k not in _TOOL_KEYS}
         return tool
+
+    def input_complete(self) -> bool:
+        """Its input is a complete JSON value (sent whole, or its deltas so far form one)."""
+        return self.whole is not None or is_complete_json("".join(self.parts))
 
     def arguments_text(self) -> str:
         if self.whole is not None:

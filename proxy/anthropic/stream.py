@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from enum import Enum, auto
 from typing import Any
 
-import orjson
-
 from proxy.anthropic import whole
 from proxy.anthropic.blocks import (
     Block,
@@ -42,11 +40,12 @@ from proxy.anthropic.texts import TextBlocks
 from proxy.anthropic.tools import ToolBlocks
 from proxy.anthropic.wire import at_index, encode, encode_raw
 from proxy.core.decide import ResponseIds
-from proxy.core.errors import ReplayLoopDetected
+from proxy.core.errors import ReplayLoopDetected, UpstreamStreamError
 from proxy.core.framing import Event, EventReader
 from proxy.core.guard import Replay
+from proxy.core.nonjson import NonJsonRule, read_object
 from proxy.core.notes import DeltaRepaired, Note
-from proxy.core.sse import encode_comment, encode_event
+from proxy.core.sse import encode_event
 
 
 @dataclass(slots=True)
@@ -105,7 +104,7 @@ class AnthropicStream:
         self.notes: list[Note] = self._output.notes  # one list: the exchange reads and clears it
         self.error: ReplayLoopDetected | None = None
         self.followup: RoundFollowup | None = None
-        self.non_json_events = 0
+        self._non_json = NonJsonRule(self.notes)
 
     # -- feeding -------------------------------------------------------------------------------
 
@@ -160,18 +159,40 @@ class AnthropicStream:
         if data is None:
             self._output.out.append(encode_event(None, _kept_lines(other)))
             return
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            obj = None
-        if not isinstance(obj, dict):
-            # SPEC §4: a data line that is not a JSON object becomes a comment, in place.
-            self.non_json_events += 1
-            self._output.out.append(encode_comment(data, _kept_lines(other)))
+        obj = read_object(data)
+        if obj is None:
+            self._not_json(data, other)
             return
         kind = obj.get("type")
         handler = _HANDLERS.get(kind if isinstance(kind, str) else "", AnthropicStream._passthrough)
         handler(self, obj, data)
+
+    def _not_json(self, data: bytes, other: tuple[bytes, ...]) -> None:
+        """SPEC §4: a data line that is not a JSON object becomes a comment in its place, or
+        ends the round inside an open call (the exchange then ends the client's stream)."""
+        comment = self._non_json.answer(data, other, self._call_open())
+        if comment is None:
+            self.phase = StreamPhase.DONE  # `broken` says why; nothing more is read
+        else:
+            self._output.out.append(comment)
+
+    def _call_open(self) -> bool:
+        """A tool_use block whose input is not complete yet, or a text block whose scanner
+        holds what may be a leaked call."""
+        for block in self._open.values():
+            if isinstance(block, ToolBlock) and not block.input_complete():
+                return True
+            if isinstance(block, TextBlock) and block.scanner.in_call:
+                return True
+        return False
+
+    @property
+    def non_json_events(self) -> int:
+        return self._non_json.count
+
+    @property
+    def broken(self) -> UpstreamStreamError | None:
+        return self._non_json.broken
 
     # -- message-level events ------------------------------------------------------------------
 

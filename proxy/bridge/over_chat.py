@@ -18,7 +18,7 @@ from proxy.chat.exchange import ChatGrammar
 from proxy.chat.history import translate_request
 from proxy.chat.stream import StreamPhase, StreamSanitizer
 from proxy.core.decide import ResponseIds
-from proxy.core.errors import ProxyError, ReplayLoopDetected
+from proxy.core.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
 from proxy.core.exchange import FollowupRecord, MessageAnswer, RoundExchange
 from proxy.core.guard import GuardState
 from proxy.core.jsontext import dumps
@@ -124,6 +124,7 @@ class TranscodedRound:
         self.notes: list[Note] = chat.notes
         self.phase: object = chat.phase
         self.error: ReplayLoopDetected | None = None
+        self.broken: UpstreamStreamError | None = None
         self.followup: FollowupRecord | None = None
         self.non_json_events = 0
 
@@ -138,6 +139,7 @@ class TranscodedRound:
         self.phase = chat.phase
         self.followup = chat.followup
         self.non_json_events = chat.non_json_events
+        self.broken = chat.broken  # the exchange ends the client's stream (SPEC §4)
         if chat.error is not None:
             # Chat's core ends with its error event: the client's comes from stream_error.
             out = out[:-1]

@@ -37,6 +37,17 @@ class ChoiceState:
         may be one JSON call."""
         return self.scanner is None or self.scanner.holding
 
+    def call_open(self) -> bool:
+        """A call whose arguments are not complete yet, or text its scanner holds as a
+        possible call (SPEC §4: a fragment lost now would change what the call does)."""
+        calls = self.calls
+        if calls is not None:
+            for slot in calls.slots:
+                if not slot.complete:
+                    return True
+        scanner = self.scanner
+        return scanner is not None and scanner.in_call
+
     def made_calls(self) -> ChoiceCalls:
         """Its calls, made now if this is its first."""
         if self.calls is None:

@@ -125,6 +125,11 @@ class Choices:
         self.holding_text = self._held_text()
         return True
 
+    def call_open(self) -> bool:
+        """Is a tool call open in a choice that has not finished (SPEC §4): its arguments
+        not yet complete, or leaked markup its text-call scanner holds?"""
+        return any(not state.finished and state.call_open() for state in self._states.values())
+
     def held_call(self, index: object) -> tuple[ChoiceCalls, int] | None:
         """A call of the choice at `index` that waits for complete arguments: its choice's
         calls and its upstream index."""

@@ -12,6 +12,7 @@ Phases and what moves between them (`_TRANSITIONS`, the one place a phase change
     STREAMING --replays only--> FOLLOWUP   a choice's only calls were replays: swallow the rest
     STREAMING, FOLLOWUP --round end--> DONE   `[DONE]`, or end() completed the round
     STREAMING --trip--> FAILED             the breaker tripped: the error event was the last
+    STREAMING --break--> FAILED            a line that is not JSON inside an open call (`broken`)
 Only STREAMING and FOLLOWUP take input. Bytes after `[DONE]` are not part of the stream
 (SPEC §4: nothing after it is forwarded) and after a trip the error event was the last: in
 DONE and FAILED, feed() and end() return nothing and fed bytes are counted in
@@ -31,10 +32,11 @@ from proxy.chat.choices import Choices
 from proxy.chat.continuation import Carry, Continuation, FollowupNeeded, RoundContent
 from proxy.chat.head import HeadGate, shows_nothing
 from proxy.core.decide import ResponseIds
-from proxy.core.errors import ReplayLoopDetected
+from proxy.core.errors import ReplayLoopDetected, UpstreamStreamError
 from proxy.core.jsontext import dumps
-from proxy.core.notes import DeltaRepaired, Note
-from proxy.core.sse import DONE_EVENT, SSEEvent, encode_comment, encode_event
+from proxy.core.nonjson import NonJsonRule, read_object
+from proxy.core.notes import Note
+from proxy.core.sse import DONE_EVENT, SSEEvent, encode_event
 
 
 class StreamPhase(Enum):
@@ -52,6 +54,7 @@ class Step(Enum):
     REPLAYS_ONLY = auto()
     ROUND_END = auto()
     TRIP = auto()
+    BREAK = auto()  # SPEC §4: a line that is not JSON while a call is open
 
     __hash__ = object.__hash__
 
@@ -61,6 +64,7 @@ _TRANSITIONS: dict[tuple[StreamPhase, Step], StreamPhase] = {
     (StreamPhase.STREAMING, Step.ROUND_END): StreamPhase.DONE,
     (StreamPhase.FOLLOWUP, Step.ROUND_END): StreamPhase.DONE,
     (StreamPhase.STREAMING, Step.TRIP): StreamPhase.FAILED,
+    (StreamPhase.STREAMING, Step.BREAK): StreamPhase.FAILED,
 }
 
 
@@ -81,6 +85,7 @@ _FAILED = StreamPhase.FAILED
 _REPLAYS_ONLY = Step.REPLAYS_ONLY
 _ROUND_END = Step.ROUND_END
 _TRIP = Step.TRIP
+_BREAK = Step.BREAK
 _FORWARD = Outcome.FORWARD
 _REWRITTEN = Outcome.REWRITTEN
 _DROP = Outcome.DROP
@@ -103,7 +108,7 @@ class RoundEvents:
         self.notes: list[Note] = []
         self.followup: FollowupNeeded | None = None
         self.error: ReplayLoopDetected | None = None
-        self.non_json_events = 0
+        self._non_json = NonJsonRule(self.notes)
         self.parsed_chunks = 0  # chunks the general path parsed (the rest left as they came)
         self.phase = _STREAMING  # changed by _go() only
         self._round = Continuation(carry)
@@ -126,6 +131,16 @@ class RoundEvents:
         # at the end of the read that made it (`HeadGate`), so output the hot path forwards
         # from then on is not asked whether it shows anything (SPEC §5).
         self._shown = False
+
+    @property
+    def non_json_events(self) -> int:
+        """Data lines that were not a JSON object, turned into comments (SPEC §4)."""
+        return self._non_json.count
+
+    @property
+    def broken(self) -> UpstreamStreamError | None:
+        """A line that was not JSON arrived while a call was open (SPEC §4)."""
+        return self._non_json.broken
 
     @property
     def nothing_released(self) -> bool:
@@ -214,19 +229,23 @@ class RoundEvents:
         self, data: bytes, other: tuple[bytes, ...], out: list[bytes], framed: bytes | None = None
     ) -> None:
         """`framed`: the event's bytes when they are `encode_event(data, other)` already."""
-        try:
-            chunk = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            # SPEC §4: OpenAI never sends such a line and the openai SDKs raise on it; as a
-            # comment, in place, it stays readable in the raw stream.
-            self.non_json_events += 1
-            self.notes.append(DeltaRepaired(kind="non_json_data"))
-            out.append(encode_comment(data, other))
-            return
-        if not isinstance(chunk, dict):
-            out.append(encode_event(data, other))
+        chunk = read_object(data)
+        if chunk is None:
+            self._not_json(data, other, out)
             return
         self._parsed_chunk(chunk, data, other, out, framed)
+
+    def _not_json(self, data: bytes, other: tuple[bytes, ...], out: list[bytes]) -> None:
+        """SPEC §4: a data line that is not a JSON object becomes a comment in its place
+        (showing nothing, it may wait with the head), or breaks the round inside an open
+        call."""
+        comment = self._non_json.answer(data, other, self._choices.call_open())
+        if comment is None:
+            self._go(_BREAK)
+            return
+        if not self._carry.released:
+            self._head.quiet(comment)
+        out.append(comment)
 
     def _parsed_chunk(
         self,

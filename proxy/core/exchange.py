@@ -67,6 +67,11 @@ class RoundStream(Protocol):
     @property
     def non_json_events(self) -> int: ...
 
+    @property
+    def broken(self) -> UpstreamStreamError | None:
+        """A line that is not JSON arrived inside an open tool call (SPEC §4): the round
+        cannot go on. The core has then left its streaming phase."""
+
     def feed(self, data: bytes) -> list[bytes]: ...
 
     def end(self) -> list[bytes]: ...
@@ -244,6 +249,11 @@ class RoundExchange:
 
     def _stream_events(self, core: RoundStream, out: list[bytes]) -> list[ExchangeEvent]:
         self._take_notes(core.notes)
+        broken = core.broken
+        if broken is not None:
+            # SPEC §4: what came before the line goes first; the shell ends the stream.
+            self._move(_FAILED)
+            return [*self._relay(out), UpstreamBroken(error=broken)]
         error = core.error
         if error is not None:
             # What came before the loop goes first; the shell renders the loop itself.

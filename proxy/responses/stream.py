@@ -31,14 +31,13 @@ from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
 
-import orjson
-
 from proxy.core.decide import ResponseIds
-from proxy.core.errors import ReplayLoopDetected
+from proxy.core.errors import ReplayLoopDetected, UpstreamStreamError
 from proxy.core.framing import Event, EventReader
 from proxy.core.guard import Replay
-from proxy.core.notes import DeltaRepaired, Note
-from proxy.core.sse import encode_comment, encode_event
+from proxy.core.nonjson import NonJsonRule, read_object
+from proxy.core.notes import Note
+from proxy.core.sse import encode_event
 from proxy.responses.callflow import RoundCalls
 from proxy.responses.calls import CallItem, is_call_event, is_call_item
 from proxy.responses.carry import ResponseCarry, key_of
@@ -83,7 +82,7 @@ class ResponsesStream:
         self.notes: list[Note] = []
         self.followup: RoundFollowup | None = None
         self.error: ReplayLoopDetected | None = None
-        self.non_json_events = 0
+        self._non_json = NonJsonRule(self.notes)
         self.phase = StreamPhase.STREAMING
         # OpenAI-style upstreams send `event:` + `data:` events, split without a step per line.
         self._reader = EventReader()
@@ -219,15 +218,9 @@ class ResponsesStream:
             return
         if data.strip() == b"[DONE]":
             return  # not part of the Responses grammar: the body's end completes the round
-        try:
-            parsed = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            self.non_json_events += 1
-            self.notes.append(DeltaRepaired(kind="non_json_data"))
-            out.append(encode_comment(data, other))
-            return
-        if not isinstance(parsed, dict):
-            out.append(encode_event(data, other))
+        parsed = read_object(data)
+        if parsed is None:
+            self._not_json(data, other, out)
             return
         if "type" not in parsed:
             # Some relays name the event only in its `event:` line.
@@ -235,6 +228,34 @@ class ResponsesStream:
             if named:
                 parsed["type"] = named.decode("utf-8", "replace")
         self._dispatch(parsed, out)
+
+    def _not_json(self, data: bytes, other: tuple[bytes, ...], out: list[bytes]) -> None:
+        """SPEC §4: a data line that is not a JSON object becomes a comment in its place (after
+        the quiet events the head holds, with which it waits), or ends the round inside an
+        open call (`broken`: the exchange ends the client's stream)."""
+        comment = self._non_json.answer(data, other, self._call_open())
+        if comment is None:
+            self._go(StreamPhase.FAILED)
+        elif self.carry.released:
+            out.append(comment)
+        else:
+            self.carry.pending.append(comment)
+
+    def _call_open(self) -> bool:
+        """A call whose arguments are not whole yet, or text a scanner holds as a possible
+        call."""
+        if any(not call.complete for call in self._calls.calls.values()):
+            return True
+        text_calls = self._items.text_calls
+        return text_calls is not None and text_calls.in_call()
+
+    @property
+    def non_json_events(self) -> int:
+        return self._non_json.count
+
+    @property
+    def broken(self) -> UpstreamStreamError | None:
+        return self._non_json.broken
 
     def _broken(self, exc: ReplayLoopDetected) -> None:
         """The breaker (SPEC §5): nothing more is sent."""

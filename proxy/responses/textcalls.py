@@ -30,6 +30,10 @@ class MessageTextCalls:
         self._texts: dict[tuple[object, object], list[str]] = {}
         self._calls: dict[object, list[dict[str, Any]]] = {}
 
+    def in_call(self) -> bool:
+        """Does a part's scanner hold text that is part of a possible leaked call (SPEC §4)?"""
+        return any(scanner.in_call for scanner in self._scanners.values())
+
     def rewrite(self, upstream: object, event: dict[str, Any]) -> list[dict[str, Any]]:
         """The events the client gets for this text event of the message at `upstream`."""
         key = (upstream, key_of(event.get("content_index")))

@@ -270,7 +270,7 @@ class ExchangeHandler:
                     await writer.stop_loop(error)
                     return ROUND_OVER
                 case UpstreamBroken(error=error):
-                    await writer.fail(error)
+                    await self._fail(req, writer, error)  # counted as the upstream's fault
                     return ROUND_OVER
                 case _:
                     assert_never(event)

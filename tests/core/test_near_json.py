@@ -318,7 +318,8 @@ def parsing_every_event() -> Iterator[None]:
 def chat_outcome(setup: str, reads: list[bytes]) -> tuple[Any, ...]:
     core = CHAT_SETUPS[setup]()
     out = feed_reads(core, reads)
-    return out, core.non_json_events, core.followup, core.error is None
+    broken = None if core.broken is None else str(core.broken)
+    return out, core.non_json_events, core.followup, core.error is None, broken
 
 
 @fuzz(400)
@@ -371,9 +372,17 @@ def test_chat_near_json_split_at_every_byte(setup: str, events: list[Any]) -> No
         reference = CHAT_SETUPS[setup]()
         feed_reads(reference, [body])
     parsed = [e for e in events if not isinstance(e, bytes) or json_line_py(e)]
-    assert reference.parsed_chunks == len(parsed) + 1  # and the finish
+    # SPEC §4: a near-JSON line inside the held call's open arguments ends the round there
+    # (it may have carried a fragment); anywhere else it is a comment, counted.
+    assert (reference.broken is not None) == (setup == "held call")
+    if reference.broken is None:
+        assert reference.parsed_chunks == len(parsed) + 1  # and the finish
+        assert expected[1] == len(events) - len(parsed)  # each near-JSON event counted
+    else:
+        bad = next(i for i, e in enumerate(events) if isinstance(e, bytes) and not json_line_py(e))
+        assert reference.parsed_chunks == bad
+        assert expected[1] == 0
     assert_spec4(expected[0], [body])
-    assert expected[1] == len(events) - len(parsed)  # each near-JSON event counted
     for at in range(1, len(body)):
         assert chat_outcome(setup, [body[:at], body[at:]]) == expected, at
 

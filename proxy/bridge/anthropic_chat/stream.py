@@ -21,15 +21,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from proxy.anthropic.wire import encode, error_event
 from proxy.bridge.anthropic_chat.blocks import TEXT, THINKING, TOOL, Block, BlockQueue
 from proxy.bridge.anthropic_chat.ids import client_tool_id
 from proxy.bridge.anthropic_chat.mapping import anthropic_usage, stop_reason
 from proxy.bridge.text_lane import TEXT_MARK, ChatTextLane
 from proxy.core.errors import ProxyError, ReplayLoopDetected
-from proxy.core.sse import SSEDecoder, SSEEvent, utf8_safe
+from proxy.core.nonjson import read_object
+from proxy.core.sse import SSEDecoder, SSEEvent, encode_comment, utf8_safe
 
 
 def message_start(message_id: str, model: str) -> dict[str, Any]:
@@ -122,11 +121,11 @@ class ChatToAnthropicStream:
         if event.is_done:
             self._finish()
             return
-        try:
-            chunk = orjson.loads(event.data)
-        except orjson.JSONDecodeError:
-            return  # the Chat exchange turned such lines into comments already (SPEC §4)
-        if isinstance(chunk, dict):
+        chunk = read_object(event.data)
+        if chunk is None:
+            # The Chat core made such a line a comment already (SPEC §4): kept as one.
+            self._blocks.out.append(encode_comment(event.data, event.other))
+        else:
             written = len(self._blocks.out)
             self._chunk(chunk)
             if len(self._blocks.out) == written + 1:

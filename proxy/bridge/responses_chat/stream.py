@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from proxy.bridge.responses_chat.output import (
     Entropy,
     ResponseHead,
@@ -32,7 +30,8 @@ from proxy.bridge.responses_chat.output import (
 from proxy.bridge.responses_chat.stream_items import Event, StreamItems
 from proxy.bridge.text_lane import ChatTextLane
 from proxy.core.errors import ProxyError, ReplayLoopDetected
-from proxy.core.sse import SSEDecoder, SSEEvent, utf8_safe
+from proxy.core.nonjson import read_object
+from proxy.core.sse import SSEDecoder, SSEEvent, encode_comment, utf8_safe
 from proxy.responses.carry import encode
 from proxy.responses.exchange import LOOP_FAILURE_CODE, loop_message
 
@@ -116,12 +115,10 @@ class ResponsesOverChatStream:
         if event.is_done:
             self._complete(out)
             return
-        try:
-            chunk = orjson.loads(event.data)
-        except orjson.JSONDecodeError:
-            chunk = None
-        if not isinstance(chunk, dict):
-            out.append(utf8_safe(b": " + event.data.replace(b"\n", b"\n: ") + b"\n\n"))
+        chunk = read_object(event.data)
+        if chunk is None:
+            # The Chat core made such a line a comment already (SPEC §4): kept as one.
+            out.append(encode_comment(event.data, event.other))
             self.released = True
         elif isinstance(chunk.get("error"), dict):
             error = chunk["error"]
