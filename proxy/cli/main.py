@@ -84,6 +84,11 @@ def run_serve(args: argparse.Namespace) -> int:
         # request; nor does a gateway name its server in every response.
         "proxy_headers": False,
         "server_header": False,
+        # SPEC §6 bounds on what a client holds: an idle connection (the protocol also closes
+        # one that never sends a request), and open connections or requests per process
+        # (past it uvicorn answers 503). The head and body timeouts are the protocol's.
+        "timeout_keep_alive": settings.keep_alive_timeout,
+        "limit_concurrency": settings.max_connections,
     }
     if settings.workers > 1:
         # Each worker runs uvicorn's stock server: it cancels what is open at the drain timeout,

@@ -213,6 +213,32 @@ OPTIONS: tuple[Option, ...] = (
         30.0,
         "on shutdown, how long open streams may go on before they end with shutting_down",
     ),
+    Option(
+        "head_timeout",
+        Number("S", positive=True),
+        30.0,
+        "a request head still incomplete this long after its first bytes: 408, connection closed",
+    ),
+    Option(
+        "body_timeout",
+        Number("S", positive=True),
+        60.0,
+        "longest silence inside a request body: 408 (or the connection closed once the "
+        "response started)",
+    ),
+    Option(
+        "keep_alive_timeout",
+        Number("S", positive=True),
+        5.0,
+        "a connection with no request under way (before its first or after a response) "
+        "closes after this",
+    ),
+    Option(
+        "max_connections",
+        Number("N", integer=True, positive=True),
+        1000,
+        "open connections (or requests) per process past which a new request gets 503",
+    ),
     Option("log_level", Choice(get_args(LogLevel)), "info", "the lowest level logged"),
     Option(
         "cors_origins",

@@ -61,6 +61,10 @@ class Settings:
     proxy_keys: tuple[str, ...] = field(default=default("keys"), repr=False)
     cors_origins: tuple[str, ...] = default("cors_origins")
     drain_timeout: float = default("drain_timeout")
+    head_timeout: float = default("head_timeout")
+    body_timeout: float = default("body_timeout")
+    keep_alive_timeout: float = default("keep_alive_timeout")
+    max_connections: int = default("max_connections")
     simulated: bool = False  # no upstream configured: the built-in simulator is the route
 
     def route_for(self, path_prefix: str, model: str | None) -> Route | None:

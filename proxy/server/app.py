@@ -38,6 +38,7 @@ from proxy.server.asgi import (
     Send,
     check_header_limits,
     header,
+    refuse_websocket,
     send_bytes,
     send_json,
     send_refusal,
@@ -90,6 +91,16 @@ class ProxyApp:
     def open_requests(self) -> int:
         return len(self._open)
 
+    # -- slow clients (proxy.server.draining.OpenAIErrorHttpProtocol reads these) -----------------
+
+    @property
+    def head_timeout(self) -> float:
+        return self.settings.head_timeout
+
+    @property
+    def body_timeout(self) -> float:
+        return self.settings.body_timeout
+
     def start_draining(self) -> None:
         """Shutdown began: /readyz answers 503 from now on. Only sets flags (signal-safe)."""
         self.draining = True
@@ -107,6 +118,8 @@ class ProxyApp:
             await self._http(scope, receive, send)
         elif kind == "lifespan":
             await self._lifespan(receive, send)
+        elif kind == "websocket":
+            await refuse_websocket(scope, receive, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from proxy.core.errors import (
+    ClientRequestError,
     ErrorRenderer,
     HeadersTooLarge,
     ProxyError,
@@ -194,6 +195,35 @@ async def send_refusal(
         await body.discard()
     await send({"type": "http.response.body", "body": b""})
     return status
+
+
+WEBSOCKET_REFUSED = ClientRequestError(
+    "WebSocket is not supported: the proxy serves its API over plain HTTP requests.",
+    code="websocket_not_supported",
+)
+
+
+async def refuse_websocket(scope: Scope, receive: Receive, send: Send) -> None:
+    """A WebSocket handshake that reached the app (a server other than the one `serve` runs:
+    its protocol answers upgrades itself) is refused: 400 in the OpenAI error shape where the
+    server can send an HTTP answer (the ASGI denial-response extension), else a close before
+    accepting, which the server answers 403. Never the 500 of an app that ignores it."""
+    message = await receive()
+    if message["type"] != "websocket.connect":
+        return
+    if "websocket.http.response" not in (scope.get("extensions") or {}):
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    body = WEBSOCKET_REFUSED.json_bytes()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send(
+        {
+            "type": "websocket.http.response.start",
+            "status": WEBSOCKET_REFUSED.status,
+            "headers": headers,
+        }
+    )
+    await send({"type": "websocket.http.response.body", "body": body})
 
 
 def with_request_id(

@@ -88,8 +88,9 @@ def test_shared_settings_through_yaml_anchors_are_fine(
 MISTAKES = {
     "unknown top-level field": (
         "routes: []\nlisten: 0.0.0.0\n",
-        "FILE:2: listen: unknown field (expected one of cors_origins, drain_timeout, host, "
-        "log_level, max_body_bytes, port, routes)",
+        "FILE:2: listen: unknown field (expected one of body_timeout, cors_origins, "
+        "drain_timeout, head_timeout, host, keep_alive_timeout, log_level, max_body_bytes, "
+        "max_connections, port, routes)",
     ),
     "unknown route field (a typo)": (
         "routes:\n  - name: a\n    upstream: http://h/v1\n    dialekt: kimi\n",

@@ -99,19 +99,54 @@ def test_the_config_keeps_the_loaded_app_where_draining_server_finds_it() -> Non
 # -- OpenAIErrorHttpProtocol -----------------------------------------------------------------
 
 
-def test_a_parse_error_is_answered_by_send_400_response() -> None:
-    overridden = [name for name in vars(OpenAIErrorHttpProtocol) if not name.startswith("__")]
-    assert overridden == ["send_400_response"], "update this contract to what it overrides now"
-    assert callable(getattr(HttpToolsProtocol, "send_400_response", None)), (
-        "uvicorn's httptools protocol no longer has send_400_response"
-    )
-    assert list(inspect.signature(HttpToolsProtocol.send_400_response).parameters) == [
-        "self",
-        "msg",
-    ]
-    assert "self.send_400_response(" in _source(HttpToolsProtocol.data_received), (
+# What OpenAIErrorHttpProtocol overrides: each calls uvicorn's own first (but the two answers).
+OVERRIDDEN = {
+    "connection_made": ["self", "transport"],
+    "connection_lost": ["self", "exc"],
+    "data_received": ["self", "data"],
+    "on_message_begin": ["self"],
+    "on_headers_complete": ["self"],
+    "on_body": ["self", "body"],
+    "on_message_complete": ["self"],
+    "handle_websocket_upgrade": ["self"],
+    "send_400_response": ["self", "msg"],
+}
+
+
+def test_the_protocol_still_has_each_method_the_proxy_overrides() -> None:
+    overridden = {
+        name
+        for name in vars(OpenAIErrorHttpProtocol)
+        if callable(getattr(HttpToolsProtocol, name, None)) and not name.startswith("__")
+    }
+    assert overridden == set(OVERRIDDEN), "update this contract to what it overrides now"
+    for name, parameters in OVERRIDDEN.items():
+        assert list(inspect.signature(getattr(HttpToolsProtocol, name)).parameters) == parameters, (
+            f"uvicorn's httptools protocol's {name} takes other arguments"
+        )
+
+
+def test_a_parse_error_and_a_websocket_upgrade_are_answered_where_the_proxy_hooks_in() -> None:
+    received = _source(HttpToolsProtocol.data_received)
+    assert "self.send_400_response(" in received, (
         "a request httptools cannot parse is no longer answered by send_400_response"
     )
+    assert "self.handle_websocket_upgrade()" in received, (
+        "a WebSocket upgrade no longer goes through handle_websocket_upgrade"
+    )
+    assert "self._unset_keepalive_if_required()" in received, (
+        "data_received no longer stops the keep-alive timer the proxy arms at connection_made"
+    )
+
+
+def test_trailer_fields_land_in_the_list_the_scope_holds() -> None:
+    """Why on_headers_complete gives `self.headers` a copy: uvicorn's on_header appends every
+    field to `self.headers`, which on_message_begin made the scope's `headers`."""
+    assert "self.headers.append(" in _source(HttpToolsProtocol.on_header)
+    begin = _source(HttpToolsProtocol.on_message_begin)
+    assert "self.headers = []" in begin and '"headers": self.headers' in begin
+    assert "timeout_keep_alive_handler" in dir(HttpToolsProtocol)
+    assert "timeout_keep_alive_task" in _source(HttpToolsProtocol.__init__)
 
 
 def test_the_protocol_has_what_send_400_response_reads() -> None:
