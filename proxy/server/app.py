@@ -38,6 +38,7 @@ from proxy.server.asgi import (
     Send,
     check_header_limits,
     header,
+    redacting,
     refuse_websocket,
     send_bytes,
     send_json,
@@ -305,9 +306,11 @@ class ProxyApp:
         if body is not None and call.codec is not None:
             request = ExchangeRequest(call.codec, route, url, headers, call.request_id, log)
             return self.exchanges.handle(request, call.send, raw, body)
-        return passthrough(
-            self.client, self.metrics, scope, call.send, route, url, headers, raw, log
-        )
+        # SPEC §6: an error body that echoes the route's key or a proxy key is redacted.
+        key = route.upstream_key
+        secrets = [k.encode() for k in (key, *self.settings.proxy_keys) if k]
+        send = redacting(call.send, secrets)
+        return passthrough(self.client, self.metrics, scope, send, route, url, headers, raw, log)
 
 
 @dataclass(slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -195,6 +196,82 @@ async def send_refusal(
         await body.discard()
     await send({"type": "http.response.body", "body": b""})
     return status
+
+
+REDACTED = b"[REDACTED]"
+
+
+class Redactor:
+    """SPEC §6: an upstream's error body relayed to the client with every secret given (the
+    route's upstream key, the proxy keys) replaced by REDACTED, piece by piece as it streams.
+
+    The last `longest secret - 1` bytes of each piece wait for the next, so a secret split
+    across pieces is found too, and a short secret is never taken for the start of a longer
+    one; the work stays linear in the body (each byte is searched with at most that many
+    held ones)."""
+
+    __slots__ = ("_held", "_keep", "_pattern")
+
+    def __init__(self, secrets: list[bytes]) -> None:
+        # Longest first: at each position the longest secret that matches is the one replaced.
+        ordered = sorted({s for s in secrets if s}, key=len, reverse=True)
+        self._pattern = re.compile(b"|".join(map(re.escape, ordered))) if ordered else None
+        self._keep = len(ordered[0]) - 1 if ordered else 0
+        self._held = b""
+
+    def __bool__(self) -> bool:
+        return self._pattern is not None
+
+    def feed(self, piece: bytes) -> bytes:
+        data = self._held + piece
+        if self._pattern is None:
+            return data
+        # A secret that starts before `cut` lies whole inside `data`: it can be decided now.
+        cut = len(data) - self._keep
+        out: list[bytes] = []
+        done = 0
+        for match in self._pattern.finditer(data):
+            if match.start() >= cut:
+                break
+            out += [data[done : match.start()], REDACTED]
+            done = match.end()
+        keep_from = max(done, cut)
+        out.append(data[done:keep_from])
+        self._held = data[keep_from:]
+        return b"".join(out)
+
+    def end(self) -> bytes:
+        held, self._held = self._held, b""
+        return held if self._pattern is None else self._pattern.sub(REDACTED, held)
+
+
+def redacting(send: Send, secrets: list[bytes]) -> Send:
+    """`send`, with the body of a response that is not 2xx passed through a `Redactor` (its
+    Content-Length dropped, as the length may change). A 2xx response goes out untouched."""
+    redactor = Redactor(secrets)
+    if not redactor:
+        return send
+    active = False
+
+    async def send_redacted(message: Message) -> None:
+        nonlocal active
+        kind = message["type"]
+        if kind == "http.response.start":
+            active = not 200 <= message["status"] < 300
+            if active:
+                headers = [
+                    (k, v) for k, v in message.get("headers", ()) if k.lower() != b"content-length"
+                ]
+                message = {**message, "headers": headers}
+        elif kind == "http.response.body" and active:
+            more = message.get("more_body", False)
+            body = redactor.feed(bytes(message.get("body", b"")))
+            if not more:
+                body += redactor.end()
+            message = {**message, "body": body}
+        await send(message)
+
+    return send_redacted
 
 
 WEBSOCKET_REFUSED = ClientRequestError(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from proxy.core.surface_codec import Exchange
 from proxy.ops.observability import Metrics
-from proxy.server.asgi import Send, send_bytes, with_request_id
+from proxy.server.asgi import REDACTED, Send, redacting, send_bytes, with_request_id
 from proxy.server.client_writer import ClientWriter, EventStreamWriter, MessageWriter
 from proxy.upstream.call import UpstreamResponse, relay
 from proxy.upstream.client import RESPONSE_DROP, client_response_headers, headers_without
@@ -75,7 +75,9 @@ async def _translated_error(
     status = response.status_code
     render = req.codec.upstream_error
     assert render is not None
-    body = render(status, await response.read())
+    key = req.route.upstream_key
+    raw = await response.read()
+    body = render(status, raw.replace(key.encode(), REDACTED) if key else raw)
     headers = with_request_id([(b"content-type", b"application/json")], req.request_id)
     await send_bytes(send, status, body, headers)
     _count_upstream_error(metrics, status)
@@ -85,7 +87,10 @@ async def _translated_error(
 async def _relay(
     req: ExchangeRequest, response: UpstreamResponse, send: Send, metrics: Metrics
 ) -> int:
-    """Non-2xx (or unknown content): status, headers and body unchanged (SPEC §6)."""
+    """Non-2xx (or unknown content): status, headers and body unchanged (SPEC §6), but for
+    the route's upstream key, redacted from a non-2xx body that echoes it."""
+    key = req.route.upstream_key
+    send = redacting(send, [key.encode()] if key else [])
     failure = await relay(
         response, send, client_response_headers(response.headers, keep_length=False)
     )
