@@ -46,4 +46,6 @@ def test_a_read_that_ends_inside_an_event_joins_the_next_reads_first_lines_to_it
     assert split == client([FIRST + SECOND])
     # The ping's data and the next delta's are one event's two data lines: not JSON.
     texts = [data for name, data in parse(split) if name is None]
-    assert texts == [': {"type":"ping"}\n: ' + orjson.dumps(delta("more")).decode()]
+    # Its two `event:` lines become comments with it (SPEC §4).
+    names = ": event: ping\n: event: content_block_delta\n"
+    assert texts == [names + ': {"type":"ping"}\n: ' + orjson.dumps(delta("more")).decode()]

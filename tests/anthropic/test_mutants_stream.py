@@ -147,12 +147,14 @@ def test_an_event_without_a_string_type_passes_as_data_only() -> None:
     assert b"event: message\n" not in client
 
 
-def test_a_non_json_event_keeps_its_other_lines_but_its_name() -> None:
+def test_a_non_json_event_keeps_its_other_lines_and_its_name_as_a_comment() -> None:
+    """SPEC §4: its `event:` line becomes a comment with it (`: event: <name>`), never an
+    event's name (an SSE reader would dispatch an event with no data)."""
     odd = b"event: odd\nid: 4\ndata: not json\n\n"
     upstream = start() + odd + text(0, "hi") + end("end_turn")
     client = run(request(), [upstream]).client
-    assert b"\n\nid: 4\n: not json\n\n" in client
-    assert b"odd" not in client
+    assert b"\n\n: event: odd\nid: 4\n: not json\n\n" in client
+    assert b"\nevent: odd" not in client
 
 
 def test_an_event_without_data_keeps_its_other_lines_but_its_name() -> None:

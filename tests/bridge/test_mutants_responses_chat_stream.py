@@ -34,17 +34,7 @@ def test_a_data_line_that_is_json_but_no_chunk_becomes_a_comment_line_by_line() 
     assert parse(client)[-1]["response"]["output"][0]["content"][0]["text"] == "Hi"
 
 
-# What reached the client before the loop, as the upstream sent it and as the client got it.
-BEFORE_THE_LOOP = [
-    (b": keep-alive", b": keep-alive\n\n"),
-    (b"data: [1]", b": [1]\n\n"),
-]
-
-
-@pytest.mark.parametrize(("upstream", "client"), BEFORE_THE_LOOP, ids=["comment", "non-chunk"])
-def test_a_loop_after_only_lines_of_no_item_reached_the_client_is_in_stream(
-    upstream: bytes, client: bytes
-) -> None:
+def looping(upstream: bytes) -> Any:
     _, request = answered_ls()
     replay = sse(
         upstream,
@@ -52,8 +42,23 @@ def test_a_loop_after_only_lines_of_no_item_reached_the_client_is_in_stream(
         chunk({"tool_calls": [header(0, "functions.shell:0", "shell", '{"cmd":"ls"}')]}),
         finish(),
     )
-    result = run(request, [[replay], [replay], [replay], [replay]])
-    assert result.client.startswith(client)
+    return run(request, [[replay], [replay], [replay], [replay]])
+
+
+def test_a_loop_after_a_line_that_is_no_chunk_is_still_a_plain_error() -> None:
+    """SPEC §4, §5: the Chat core makes `data: [1]` a comment, which shows nothing and waits
+    with the head: nothing reached the client, so the loop is the surface's plain error."""
+    result = looping(b"data: [1]")
+    assert result.client == b""
+    assert isinstance(result.end, LoopDetected)
+    assert result.end.before_first_byte
+
+
+def test_a_loop_after_only_a_keep_alive_reached_the_client_is_in_stream() -> None:
+    """A keep-alive goes out at once (it keeps the connection open): the loop after it is
+    in the stream."""
+    result = looping(b": keep-alive")
+    assert result.client.startswith(b": keep-alive\n\n")
     assert isinstance(result.end, LoopDetected)
     assert not result.end.before_first_byte
     exchange = cast(RoundExchange, result.exchange)

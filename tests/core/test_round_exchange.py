@@ -25,6 +25,7 @@ from proxy.core.notes import DeltaRepaired, Note
 from proxy.core.rounds import ExchangeClosed, RouteRules
 
 LOOP = ReplayLoopDetected("read", "raw-1", "same arguments")
+BROKEN = UpstreamStreamError("a line that is not JSON inside an open call")
 
 
 class Phase(Enum):
@@ -47,6 +48,7 @@ class Stream:
         self.error: ReplayLoopDetected | None = None
         self.followup: Followup | None = None
         self.non_json_events = 0
+        self.broken: UpstreamStreamError | None = None
 
     def feed(self, data: bytes) -> list[bytes]:
         if data == b"loop":
@@ -58,6 +60,9 @@ class Stream:
         if data == b"done":
             self.phase = Phase.DONE
             return [b"last"]
+        if data == b"broken":
+            self.broken, self.phase = BROKEN, Phase.DONE
+            return [b"before-broken"]
         if data == b"replay":
             self.followup, self.phase = Followup(), Phase.DONE
             return [b"shown"]
@@ -146,6 +151,17 @@ def test_a_stream_goes_out_as_it_comes_and_its_last_read_ends_the_body() -> None
         ex.feed(b"more")
     with pytest.raises(ExchangeClosed):
         ex.end()
+
+
+def test_a_broken_round_relays_what_came_before_then_ends_as_a_broken_upstream() -> None:
+    """SPEC §4: a line that is not JSON inside an open call; the shell ends the stream."""
+    ex = exchange()
+    ex.begin_round(stream=True)
+    assert ex.feed(b"one") == [b"one"]
+    assert ex.feed(b"broken") == [b"before-broken", UpstreamBroken(error=BROKEN)]
+    assert ex.phase.name == "FAILED"
+    with pytest.raises(ExchangeClosed):
+        ex.feed(b"more")
 
 
 def test_a_stream_that_ends_without_output_still_ends_the_body() -> None:

@@ -45,7 +45,7 @@ def test_obfuscated_deltas_one_per_read_are_taken_without_a_parse() -> None:
     body = with_head(deltas)
     first = body.index(deltas[1])
     reads = [body[:first], *deltas[1:], body[first + sum(map(len, deltas[1:])) :]]
-    with mock.patch("proxy.responses.stream.orjson.loads", wraps=orjson.loads) as loads:
+    with mock.patch("proxy.core.nonjson.orjson.loads", wraps=orjson.loads) as loads:
         outcome([reads])
     # The head's events, the lane's first delta and the end's: none of the 19 after it.
     assert loads.call_count <= 10

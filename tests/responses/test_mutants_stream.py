@@ -311,12 +311,15 @@ def test_every_non_json_data_line_is_a_comment_counted_and_noted() -> None:
 
 
 @pytest.mark.parametrize("data", [b"[1,2]", b"5", b'"text"', b"null"])
-def test_json_that_is_not_an_object_is_passed_on_as_it_came(data: bytes) -> None:
+def test_json_that_is_not_an_object_becomes_a_comment_in_place(data: bytes) -> None:
+    """SPEC §4: JSON that is not an object is not an event either (the SDKs raise on it)."""
     odd = b"event: response.weird\ndata: " + data + b"\n\n"
     body = Upstream().created().message("hi").raw(odd).completed().body()
     result = run(request(), body)
-    assert odd in result.body
-    assert result.ended and b"event: response.completed" in result.body.split(odd)[1]
+    comment = b": event: response.weird\n: " + data + b"\n\n"
+    assert odd not in result.body and comment in result.body
+    assert b'"delta":"hi"' in result.body.split(comment)[0]
+    assert result.ended and b"event: response.completed" in result.body.split(comment)[1]
 
 
 def test_deltas_framed_with_cr_lf_are_taken_by_the_lane_without_a_parse() -> None:
@@ -324,7 +327,7 @@ def test_deltas_framed_with_cr_lf_are_taken_by_the_lane_without_a_parse() -> Non
     reader, and the open lane takes each from its data (no JSON parse per delta)."""
     words = [f"word{i} " for i in range(60)]
     body = Upstream().created().message(*words).completed().numbered().replace(b"\n", b"\r\n")
-    with mock.patch("proxy.responses.stream.orjson.loads", wraps=orjson.loads) as loads:
+    with mock.patch("proxy.core.nonjson.orjson.loads", wraps=orjson.loads) as loads:
         got = outcome([[body]])
     assert loads.call_count <= 12
     with parsing_every_event():

@@ -128,7 +128,7 @@ def test_a_long_answer_is_read_in_runs_without_parsing_its_deltas() -> None:
 
     with (
         mock.patch.object(runs.TextRun, "read", counting),
-        mock.patch("proxy.responses.stream.orjson.loads", wraps=orjson.loads) as loads,
+        mock.patch("proxy.core.nonjson.orjson.loads", wraps=orjson.loads) as loads,
     ):
         got = outcome([reads])
     assert sum(taken) >= 190  # all but the deltas that open a lane or end a read's run
