@@ -120,7 +120,8 @@ _ALL = (
     Quirk(
         "non_json_data",
         "`data:` lines that are not JSON (the openai SDKs raise on them)",
-        "turns each into an SSE comment carrying the same text, in place, and counts it",
+        "turns each into an SSE comment carrying the same text, in place, and counts it; "
+        "inside an open tool call it ends the stream with an upstream_stream_error instead",
     ),
     Quirk(
         "crlf_framing",

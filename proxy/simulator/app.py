@@ -110,7 +110,9 @@ def _frames(profile: Profile, body: JSON, reply: Reply, model: str) -> list[byte
     frames = [chunk({"role": "assistant", "content": ""})]
     frames += [chunk({"reasoning_content": part}) for part in _reasoning_parts(profile)]
     frames += [before + orjson.dumps(text) + after for text in reply.content]
+    calls_at = len(frames)
     frames += [chunk(delta) for delta in tool_call_deltas(profile, reply.calls)]
+    calls = range(calls_at, len(frames) - 1)  # a junk line after these is inside a call
     if reply.finish_reason is not None:
         frames.append(chunk({}, reply.finish_reason))
     options = body.get("stream_options")
@@ -120,15 +122,25 @@ def _frames(profile: Profile, body: JSON, reply: Reply, model: str) -> list[byte
     if profile.terminate:
         frames.append(prefix + b"[DONE]" + sep)
     if profile.fault is Fault.GARBAGE:
-        # Junk before the first event and after every second one (never after the last), as
-        # relays send while they wait.
-        last = len(frames) - 1
-        frames = [_GARBAGE[1]] + [
-            piece
-            for n, frame in enumerate(frames)
-            for piece in ((frame, _GARBAGE[n // 2 % 2]) if n % 2 and n < last else (frame,))
-        ]
+        frames = _with_garbage(frames, calls)
+    elif profile.fault is Fault.GARBAGE_IN_CALL and len(calls):
+        # A broken line between two of a call's argument deltas (SPEC §4: the stream must
+        # end with an error, never the call completed without what the line may have held).
+        frames.insert(calls.start + 1, b'data: {"choices":[{"index":0,"delta":{"tool_ca' + sep)
     return frames
+
+
+def _with_garbage(frames: list[bytes], calls: range) -> list[bytes]:
+    """Junk before the first event and after every second one (never after the last, nor
+    inside a call's arguments, where a line that is not JSON ends the stream: SPEC §4), as
+    relays send while they wait."""
+    last = len(frames) - 1
+    out = [_GARBAGE[1]]
+    for n, frame in enumerate(frames):
+        out.append(frame)
+        if n % 2 and n < last and n not in calls:
+            out.append(_GARBAGE[n // 2 % 2])
+    return out
 
 
 def _message_tool_calls(profile: Profile, calls: tuple[PlannedCall, ...]) -> list[JSON]:

@@ -80,6 +80,7 @@ class Fault(Enum):
     STALL = "stall"
     HANG = "hang"
     GARBAGE = "garbage"
+    GARBAGE_IN_CALL = "garbage-in-call"  # a truncated event between a call's argument deltas
     HUGE = "huge"
     DRIP = "drip"
     CRLF = "crlf"
@@ -264,6 +265,7 @@ _ALL = (
     Profile(name="fault-stall", fault=Fault.STALL),
     Profile(name="fault-hang", fault=Fault.HANG),
     Profile(name="fault-garbage", fault=Fault.GARBAGE),
+    Profile(name="fault-garbage-in-call", fault=Fault.GARBAGE_IN_CALL),
     Profile(name="fault-huge", text_only=True, fault=Fault.HUGE, chunks=1),
     # Non-ASCII text, so dripping one byte at a time also splits UTF-8 characters.
     Profile(name="fault-drip", fault=Fault.DRIP, preamble=("Let me run ", "that… ✓")),

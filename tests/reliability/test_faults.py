@@ -172,6 +172,33 @@ def test_non_json_lines_become_comments_and_the_stream_stays_well_formed(
     keeps_serving(fault_proxy)
 
 
+def test_a_broken_line_inside_a_call_ends_the_stream_with_an_error(
+    fault_proxy: ServerThread, simulator: ServerThread
+) -> None:
+    """SPEC §4: a truncated line between a call's argument deltas may have carried a
+    fragment: the call is never completed without it; the stream ends with the error event,
+    counted as the upstream's failure, and the openai SDK raises so the agent asks again."""
+    model = "fault-garbage-in-call"
+    assert b'delta":{"tool_ca\n' in chat(simulator, model, stream=True).content
+    before = metric(
+        fault_proxy, "toolcall_proxy_upstream_errors_total", kind="upstream_stream_error"
+    )
+    raw = chat(fault_proxy, model, stream=True).content
+    error = error_event(raw)
+    assert (error["type"], error["code"]) == ("upstream_error", "upstream_stream_error")
+    assert b"[DONE]" not in raw and b'"finish_reason":"tool_calls"' not in raw
+    after = metric(
+        fault_proxy, "toolcall_proxy_upstream_errors_total", kind="upstream_stream_error"
+    )
+    assert after - before == 1
+    client = openai.OpenAI(base_url=fault_proxy.url + "/v1", api_key="sk", max_retries=0)
+    with pytest.raises(openai.APIError) as caught:
+        list(client.chat.completions.create(model=model, messages=[], stream=True))
+    assert isinstance(caught.value.body, dict)
+    assert caught.value.body["code"] == "upstream_stream_error"
+    keeps_serving(fault_proxy)
+
+
 @BOTH
 def test_one_enormous_chunk_is_delivered_intact(
     fault_proxy: ServerThread, simulator: ServerThread, stream: bool
