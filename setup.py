@@ -94,6 +94,7 @@ COMPILED = [
     "proxy/server/client_writer.py",
     "proxy/server/exchange_report.py",
     "proxy/core/sse.py",
+    "proxy/core/nonjson.py",
     "proxy/server/app.py",
     "proxy/server/asgi.py",
     "proxy/server/exchange_handler.py",
