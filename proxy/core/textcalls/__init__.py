@@ -6,13 +6,15 @@ recovered calls:
 - text flows as it arrives, except from the first character that could start a marker until
   it is resolved: released as text if it is not a call, kept until the block is complete if
   it may be;
-- a block becomes calls only if it is complete, parses, and names only offered tools;
-  otherwise it is released exactly as it came. Nothing is ever dropped.
+- a block becomes calls only if it is complete, names only offered tools, and its format's
+  reader reads all of it (never a call with arguments other than those written); otherwise
+  it is released exactly as it came. Nothing is ever dropped.
 
 Two stages: whole.py decides the one form without a marker (the entire content is a JSON
 call), markers.py every format that starts with a marker, listed in formats.py: Kimi,
-Hermes/Qwen, Qwen3-coder, GLM-4.5+, DeepSeek V3/V3.1 and V3.2 (DSML), MiniMax-M2, Llama 3
-and 4, Mistral, LM Studio, gpt-oss (harmony). Both are linear in the content, however it is
+Hermes/Qwen, Qwen3-coder, Functionary v3.1 (Llama 3.1's custom format), Seed-OSS, GLM-4.5+,
+DeepSeek V3/V3.1 and V3.2 (DSML), MiniMax-M2, Llama 3 and 4, Mistral, LM Studio, gpt-oss
+(harmony). Both are linear in the content, however it is
 split (markers.py says how).
 """
 

@@ -5,7 +5,13 @@ An entry says where a block starts (its marker), where it ends (an end marker, o
 the JSON value that follows the marker), what its body may start with (so prose that
 mentions a marker is released at once), and how its body becomes calls. Entries that share a
 start marker share its end too, and their parsers are tried in order on the block's body
-(`<tool_call>` holds Hermes JSON, Qwen3-coder's `<function=...>` or GLM's name and pairs).
+(`<tool_call>` holds Hermes JSON, Qwen3-coder's `<function=...>` with parameters or with a
+JSON object (Functionary v3.1, Llama 3.1's custom format), or GLM's name and pairs). A parser
+takes a body only if it reads all of it (tagged.py): a body that fits none stays text.
+
+Reasoning a model writes into its text (Seed-OSS's `<seed:think>`, with the server's reasoning
+parser off) is a quiet span (QUIET_SPANS): it goes out as text as it comes, and markup inside
+it is the model thinking about a call, not making one, so no block opens there.
 
 The one form without a marker, a whole message that is nothing but a JSON call, is the
 scanner's other stage (whole.py): it can only be decided against the whole content.
@@ -60,6 +66,13 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "qwen3-coder", "<tool_call>", _TOOL_CALL_END, tagged.parse_qwen_coder, literal("<function=")
     ),
+    Format(
+        "functionary",
+        "<tool_call>",
+        _TOOL_CALL_END,
+        tagged.parse_function_json,
+        literal("<function="),
+    ),
     # GLM writes the name right after the marker: prose (`<tool_call> tag`) is told apart.
     Format(
         "glm",
@@ -69,6 +82,14 @@ FORMATS: tuple[Format, ...] = (
         named("<arg_key>", _TOOL_CALL_END, space_before=False),
     ),
     Format("qwen3-coder", "<function=", "</function>", tagged.parse_qwen_coder_bare, named(">")),
+    Format("functionary", "<function=", "</function>", tagged.parse_function_json_bare, named(">")),
+    Format(
+        "seed-oss",
+        "<seed:tool_call>",
+        "</seed:tool_call>",
+        tagged.parse_seed,
+        literal("<function="),
+    ),
     Format(
         "deepseek",
         tagged.DS_CALLS_BEGIN,
@@ -132,6 +153,10 @@ FORMATS: tuple[Format, ...] = (
 )
 
 
+# Reasoning written into the text, start and end: markup inside it is not a call.
+QUIET_SPANS: tuple[tuple[str, str], ...] = (("<seed:think>", "</seed:think>"),)
+
+
 @dataclass(frozen=True, slots=True)
 class Marker:
     """The formats that one start marker may open, in the order their parsers are tried."""
@@ -141,9 +166,12 @@ class Marker:
     formats: tuple[Format, ...]
     ends_with_content: bool
     check: Check  # plausible when any of the formats is
+    quiet: bool = False  # a quiet span: text up to `end`, no formats
 
 
-def _markers(formats: tuple[Format, ...]) -> Mapping[str, Marker]:
+def _markers(
+    formats: tuple[Format, ...], quiet: tuple[tuple[str, str], ...]
+) -> Mapping[str, Marker]:
     grouped: dict[str, list[Format]] = {}
     for fmt in formats:
         grouped.setdefault(fmt.start, []).append(fmt)
@@ -155,7 +183,11 @@ def _markers(formats: tuple[Format, ...]) -> Mapping[str, Marker]:
         [(end, ends_with_content)] = ends
         check = either(*(f.check for f in group))
         markers[start] = Marker(start, end, tuple(group), ends_with_content, check)
+    for start, end in quiet:
+        if start in markers:
+            raise ValueError(f"{start!r} both opens calls and a quiet span")
+        markers[start] = Marker(start, end, (), False, literal(""), quiet=True)
     return MappingProxyType(markers)
 
 
-MARKERS = _markers(FORMATS)
+MARKERS = _markers(FORMATS, QUIET_SPANS)

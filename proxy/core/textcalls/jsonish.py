@@ -83,4 +83,6 @@ def parse_harmony(body: str) -> list[Parsed]:
     match = _HARMONY_HEADER.fullmatch(header)
     if not sep or match is None or bool(match["before"]) == bool(match["after"]):
         raise NotACall("not a harmony function call")
+    if not payload.strip():  # the content may have ended where its JSON should begin
+        raise NotACall("a harmony call without its JSON")
     return [(match["before"] or match["after"], json_arguments(payload), None)]

@@ -7,6 +7,9 @@
   marker is released at once. A complete block becomes calls only if it parses and names only
   offered tools; otherwise its marker goes out as text and its body is scanned again (it may
   hold a real call). Nothing is ever dropped.
+- A quiet span (reasoning in the text, formats.QUIET_SPANS) goes out as it arrives; until its
+  end marker no block opens, and only a tail that may be the start of that end is looked at
+  again with the next piece.
 
 Linear time: every piece of input is looked at a bounded number of times, whatever the split.
 No buffer is re-joined or re-searched per piece: a block is kept as a list of pieces (joined
@@ -75,7 +78,10 @@ class MarkerScanner:
 
     @property
     def holding(self) -> bool:
-        return bool(self._held) or self._block is not None
+        block = self._block
+        if block is not None and block.marker.quiet:  # holds nothing back: only its end matters
+            return bool(block.tail)
+        return bool(self._held) or block is not None
 
     def feed(self, text: str, out: list[Segment]) -> None:
         pos = 0
@@ -88,6 +94,9 @@ class MarkerScanner:
     def end(self, out: list[Segment]) -> None:
         while self._block is not None:
             block = self._block
+            if block.marker.quiet:  # all of it went out as it came
+                self._block = None
+                continue
             if block.verdict is None:  # decided now, on what there is
                 self._decide(block, out, final=True)
                 continue
@@ -112,7 +121,7 @@ class MarkerScanner:
         if found is not None:
             self.examined += found.end() - pos
             out.append(text[pos : found.start()])
-            self._open(found.group())
+            self._open(found.group(), out)
             return found.end()
         self.examined += len(text) - pos
         cut = self._partial_marker(text, pos)
@@ -130,7 +139,7 @@ class MarkerScanner:
         found = _STARTS.search(window)
         if found is not None and found.start() < len(held):
             out.append(window[: found.start()])
-            self._open(found.group())
+            self._open(found.group(), out)
             return pos + found.end() - len(held)
         if found is None and len(window) - len(held) == len(text) - pos:
             # All of `text` is in the window and may still be the start of a marker.
@@ -150,12 +159,18 @@ class MarkerScanner:
                 return i
         return len(text)
 
-    def _open(self, start: str) -> None:
-        self._block = _Block(MARKERS[start], self._rescanning)
+    def _open(self, start: str, out: list[Segment]) -> None:
+        block = self._block = _Block(MARKERS[start], self._rescanning)
+        if block.marker.quiet:
+            block.verdict = 0
+            block.pieces = []
+            out.append(start)
 
     # -- blocks ----------------------------------------------------------------------------
 
     def _in_block(self, block: _Block, text: str, pos: int, out: list[Segment]) -> int:
+        if block.marker.quiet:
+            return self._in_quiet(block, text, pos, out)
         if block.verdict is None:
             return self._check_head(block, text, pos, out)
         stop = self._find_end(block, text, pos)
@@ -170,6 +185,15 @@ class MarkerScanner:
             self._block = None
             out.append(block.text())
         return len(text)
+
+    def _in_quiet(self, block: _Block, text: str, pos: int, out: list[Segment]) -> int:
+        """Text of a quiet span goes out at once; the span ends after its end marker."""
+        stop = self._find_end(block, text, pos)
+        out.append(text[pos:stop])
+        if stop is None:
+            return len(text)
+        self._block = None
+        return stop
 
     def _check_head(self, block: _Block, text: str, pos: int, out: list[Segment]) -> int:
         """Decide from the body's first characters whether the block can be a call."""

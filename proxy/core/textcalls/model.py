@@ -61,12 +61,21 @@ def tag_value(raw: str) -> object:
         return text
 
 
-def name_args_object(value: object, *, keys: frozenset[str] | None = None) -> Parsed:
-    """`{"name": ..., "arguments"|"parameters": {...}}`; with `keys`, no other key allowed."""
+# The keys a call object may have (besides `name`, one of `arguments` and `parameters`): a key
+# the readers do not know may be what the model meant as arguments (`"args"`, `"input"`).
+CALL_KEYS = frozenset({"name", "arguments", "parameters", "type", "id"})
+
+
+def name_args_object(value: object) -> Parsed:
+    """`{"name": ..., "arguments"|"parameters": {...}}`, and no key but CALL_KEYS: an object
+    with keys the reader would have to leave out, or with both argument keys, is no call.
+    Without either argument key the call has no arguments (`{"name": "f"}`)."""
     if not isinstance(value, dict) or not isinstance(value.get("name"), str):
         raise NotACall("not a {name, arguments} object")
-    if keys is not None and not keys.issuperset(value):
+    if not CALL_KEYS.issuperset(value):
         raise NotACall("unexpected keys in a call object")
+    if "arguments" in value and "parameters" in value:
+        raise NotACall("both arguments and parameters")
     args = value.get("arguments", value.get("parameters", {}))
     if isinstance(args, str):
         args = json_arguments(args)
@@ -75,10 +84,10 @@ def name_args_object(value: object, *, keys: frozenset[str] | None = None) -> Pa
     return (value["name"], args, None)
 
 
-def json_calls(text: str, *, keys: frozenset[str] | None = None) -> list[Parsed]:
+def json_calls(text: str) -> list[Parsed]:
     """One call object, or an array of them."""
     value = json_value(text)
     items = value if isinstance(value, list) else [value]
     if not items:
         raise NotACall("an empty array")
-    return [name_args_object(item, keys=keys) for item in items]
+    return [name_args_object(item) for item in items]

@@ -1,7 +1,10 @@
 """Parsers for the formats that write a call as tags (each gets the text between its markers).
 
 Every parser returns the calls it read or raises NotACall; which tools were offered is the
-scanner's concern, not theirs.
+scanner's concern, not theirs. A parser reads its body whole or not at all: text it does not
+understand (between calls, between parameters, a JSON object where parameters go) makes the
+body NotACall, never a call with that text left out. Only whitespace is skipped. A call with
+nothing at all where its arguments go has no arguments (`{}`): that is what the model wrote.
 """
 
 from __future__ import annotations
@@ -10,6 +13,31 @@ import re
 
 from proxy.core.textcalls.model import NotACall, Parsed, json_arguments, json_value, tag_value
 
+_ONLY_SPACE = re.compile(r"\s*\Z")
+
+
+def _each(pattern: re.Pattern[str], text: str, what: str) -> list[re.Match[str]]:
+    """The matches of `pattern` (which skips the whitespace before it) one right after another
+    over all of `text`, with nothing but whitespace left over; anything else is NotACall."""
+    found: list[re.Match[str]] = []
+    at = 0
+    while not _ONLY_SPACE.match(text, at):
+        match = pattern.match(text, at)
+        if match is None:
+            raise NotACall(f"{what}: text the format does not have")
+        found.append(match)
+        at = match.end()
+    return found
+
+
+def _parameters(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """Parameters by name; a name given twice is not one set of arguments."""
+    params = dict(pairs)
+    if len(params) != len(pairs):
+        raise NotACall("a parameter given twice")
+    return params
+
+
 # --- Kimi K2: <|tool_calls_section_begin|> <|tool_call_begin|>functions.x:0
 #     <|tool_call_argument_begin|>{...}<|tool_call_end|> ... <|tool_calls_section_end|>
 
@@ -17,7 +45,8 @@ KIMI_CALL_BEGIN = "<|tool_call_begin|>"
 KIMI_CALL_END = "<|tool_call_end|>"
 KIMI_ARGUMENT_BEGIN = "<|tool_call_argument_begin|>"
 _KIMI_CALL = re.compile(
-    re.escape(KIMI_CALL_BEGIN)
+    r"\s*"
+    + re.escape(KIMI_CALL_BEGIN)
     + r"\s*(.+?)\s*"
     + re.escape(KIMI_ARGUMENT_BEGIN)
     + "(.*?)"
@@ -26,13 +55,18 @@ _KIMI_CALL = re.compile(
 )
 
 
+_KIMI_ID = re.compile(r"[\w.:\-]+")
+
+
 def _kimi_call(call_id: str, args: str) -> Parsed:
+    if _KIMI_ID.fullmatch(call_id) is None:
+        raise NotACall("not a Kimi call id")
     name = call_id.split(".", 1)[1] if call_id.startswith("functions.") else call_id
     return (name.rsplit(":", 1)[0], json_arguments(args), call_id)
 
 
 def parse_kimi_section(body: str) -> list[Parsed]:
-    return [_kimi_call(m.group(1), m.group(2)) for m in _KIMI_CALL.finditer(body)]
+    return [_kimi_call(m.group(1), m.group(2)) for m in _each(_KIMI_CALL, body, "Kimi section")]
 
 
 def parse_kimi_call(body: str) -> list[Parsed]:
@@ -48,7 +82,8 @@ DS_CALLS_BEGIN = "<\uff5ctool\u2581calls\u2581begin\uff5c>"
 DS_CALLS_END = "<\uff5ctool\u2581calls\u2581end\uff5c>"
 DS_CALL_BEGIN = "<\uff5ctool\u2581call\u2581begin\uff5c>"
 _DS_CALL = re.compile(
-    re.escape(DS_CALL_BEGIN)
+    r"\s*"
+    + re.escape(DS_CALL_BEGIN)
     + "(.*?)"
     + re.escape("<\uff5ctool\u2581sep\uff5c>")
     + "(.*?)"
@@ -60,7 +95,7 @@ _DS_FENCED = re.compile(r"\s*([^\n]+)\n```(?:json)?\s*(.*?)\s*```\s*", re.S)
 
 def parse_deepseek(body: str) -> list[Parsed]:
     calls: list[Parsed] = []
-    for match in _DS_CALL.finditer(body):
+    for match in _each(_DS_CALL, body, "DeepSeek calls"):
         head, rest = match.group(1).strip(), match.group(2)
         if head == "function":  # V3: the name on the first line, the JSON in a fenced block
             fenced = _DS_FENCED.fullmatch(rest)
@@ -73,19 +108,33 @@ def parse_deepseek(body: str) -> list[Parsed]:
     return calls
 
 
-# --- Qwen3-coder: <function=name><parameter=p>v</parameter></function>
+# --- Qwen3-coder: <function=name><parameter=p>v</parameter></function>, inside <tool_call> or
+#     bare; Seed-OSS: the same inside <seed:tool_call>; Functionary v3.1 and Llama 3.1's custom
+#     format: <function=name>{"p": v}</function>, a JSON object where the parameters go.
 
-_QWEN_FUNCTION = re.compile(r"\s*<function=([^>\s]+)>(.*)</function>\s*", re.S)
-_QWEN_PARAMETER = re.compile(r"<parameter=([^>\s]+)>(.*?)</parameter>", re.S)
+_FUNCTION = r"\s*<function=([^>\s]+)>"
+_ONE_FUNCTION = re.compile(_FUNCTION + r"(.*)</function>\s*", re.S)  # the whole body
+_FUNCTIONS = re.compile(_FUNCTION + r"(.*?)</function>", re.S)  # one after another
+_QWEN_PARAMETER = re.compile(r"\s*<parameter=([^>\s]+)>(.*?)</parameter>", re.S)
+
+
+def _function(body: str) -> re.Match[str]:
+    match = _ONE_FUNCTION.fullmatch(body)
+    if match is None:
+        raise NotACall("not a <function=...> block")
+    return match
+
+
+def _parameter_call(function: re.Match[str]) -> Parsed:
+    """Parameters and whitespace, nothing else: nothing at all is a call without arguments."""
+    pairs = _each(_QWEN_PARAMETER, function.group(2), "<function=...> parameters")
+    params = _parameters([(p.group(1), tag_value(p.group(2))) for p in pairs])
+    return (function.group(1), params, None)
 
 
 def parse_qwen_coder(body: str) -> list[Parsed]:
     """The inside of `<tool_call>...</tool_call>`: one `<function=...>...</function>`."""
-    match = _QWEN_FUNCTION.fullmatch(body)
-    if match is None:
-        raise NotACall("not a <function=...> block")
-    params = {p.group(1): tag_value(p.group(2)) for p in _QWEN_PARAMETER.finditer(match.group(2))}
-    return [(match.group(1), params, None)]
+    return [_parameter_call(_function(body))]
 
 
 def parse_qwen_coder_bare(body: str) -> list[Parsed]:
@@ -93,25 +142,37 @@ def parse_qwen_coder_bare(body: str) -> list[Parsed]:
     return parse_qwen_coder(f"<function={body}</function>")
 
 
+def parse_seed(body: str) -> list[Parsed]:
+    """The inside of `<seed:tool_call>...</seed:tool_call>`: `<function=...>` blocks."""
+    return [_parameter_call(f) for f in _each(_FUNCTIONS, body, "Seed-OSS functions")]
+
+
+def parse_function_json(body: str) -> list[Parsed]:
+    """The inside of `<tool_call>...</tool_call>`: one `<function=...>{...}</function>`. The
+    body is the arguments only if it is one JSON object, whole (an empty body is the
+    parameter reader's: it is tried first)."""
+    function = _function(body)
+    if not function.group(2).strip():
+        raise NotACall("no JSON arguments")
+    return [(function.group(1), json_arguments(function.group(2)), None)]
+
+
+def parse_function_json_bare(body: str) -> list[Parsed]:
+    return parse_function_json(f"<function={body}</function>")
+
+
 # --- GLM-4.5 to 4.7: <tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>
 
 _GLM_CALL = re.compile(r"\s*([\w.\-]+)\s*((?:<arg_key>.*)?)", re.S)
 _GLM_PAIR = re.compile(r"\s*<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
-_ONLY_SPACE = re.compile(r"\s*\Z")
 
 
 def parse_glm(body: str) -> list[Parsed]:
     match = _GLM_CALL.fullmatch(body)
     if match is None:
         raise NotACall("not a GLM call")
-    params: dict[str, object] = {}
-    pairs, at = match.group(2), 0
-    while not _ONLY_SPACE.match(pairs, at):
-        pair = _GLM_PAIR.match(pairs, at)
-        if pair is None:
-            raise NotACall("GLM arguments are not <arg_key>/<arg_value> pairs")
-        params[pair.group(1).strip()] = tag_value(pair.group(2))
-        at = pair.end()
+    pairs = _each(_GLM_PAIR, match.group(2), "GLM <arg_key>/<arg_value> pairs")
+    params = _parameters([(p.group(1).strip(), tag_value(p.group(2))) for p in pairs])
     return [(match.group(1), params, None)]
 
 
@@ -135,15 +196,10 @@ class InvokeParser:
         )
 
     def __call__(self, body: str) -> list[Parsed]:
-        calls: list[Parsed] = []
-        at = 0
-        while not _ONLY_SPACE.match(body, at):
-            invoke = self._invoke.match(body, at)
-            if invoke is None:
-                raise NotACall("not an <invoke> block")
-            calls.append((invoke.group(1), self._arguments(invoke.group(2)), None))
-            at = invoke.end()
-        return calls
+        return [
+            (invoke.group(1), self._arguments(invoke.group(2)), None)
+            for invoke in _each(self._invoke, body, "<invoke> blocks")
+        ]
 
     def _arguments(self, inner: str) -> object:
         if inner.strip().startswith("{"):  # DeepSeek V3.2 may write the arguments as JSON
@@ -151,13 +207,8 @@ class InvokeParser:
             if not isinstance(value, dict):
                 raise NotACall("invoke arguments are not an object")
             return value
-        params: dict[str, object] = {}
-        at = 0
-        while not _ONLY_SPACE.match(inner, at):
-            param = self._param.match(inner, at)
-            if param is None:
-                raise NotACall("invoke arguments are not <parameter> tags")
+        pairs = []
+        for param in _each(self._param, inner, "<invoke> parameters"):
             name, is_string, raw = param.groups()
-            params[name] = raw.strip("\n") if is_string == "true" else tag_value(raw)
-            at = param.end()
-        return params
+            pairs.append((name, raw.strip("\n") if is_string == "true" else tag_value(raw)))
+        return _parameters(pairs)

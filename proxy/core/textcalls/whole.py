@@ -24,11 +24,15 @@ import re
 from proxy.core.textcalls.checks import NO, Head, either, literal, then
 from proxy.core.textcalls.extent import JsonExtent
 from proxy.core.textcalls.markers import MAX_BLOCK_CHARS
-from proxy.core.textcalls.model import NotACall, RecoveredCall, arguments_text, json_calls
+from proxy.core.textcalls.model import (
+    CALL_KEYS,
+    NotACall,
+    RecoveredCall,
+    arguments_text,
+    json_calls,
+)
 
 FORMAT = "json"
-# The keys a call object may have where nothing but the object itself marks it as a call.
-CALL_KEYS = frozenset({"name", "arguments", "parameters", "type", "id"})
 
 _KEY = literal(*(f'"{key}"' for key in sorted(CALL_KEYS)))
 _CHECK = either(then(literal("{"), _KEY), then(literal("["), literal("{"), _KEY))
@@ -144,7 +148,7 @@ class WholeMessage:
     def _calls(self, content: str) -> list[RecoveredCall] | None:
         self.examined += len(content)
         try:
-            parsed = json_calls(content.strip(), keys=CALL_KEYS)
+            parsed = json_calls(content.strip())
         except NotACall:
             return None
         if not all(name in self._offered for name, _, _ in parsed):
