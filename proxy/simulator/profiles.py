@@ -163,6 +163,8 @@ LEAK_FORMATS = (
     "minimax",
     "harmony",
     "deepseek-dsml",
+    "functionary",
+    "seed-oss",
 )
 # Formats that are the entire message: no text may come before or after them.
 WHOLE_MESSAGE_LEAKS = frozenset({"json"})
@@ -625,6 +627,24 @@ def _leak_qwen3_coder(calls: tuple[PlannedCall, ...]) -> str:
     return "".join(out)
 
 
+def _leak_functionary(calls: tuple[PlannedCall, ...]) -> str:
+    """Functionary v3.1 and Llama 3.1's custom format: the arguments as one JSON object."""
+    return "".join(f"<function={c.name}>{c.arguments}</function>" for c in calls)
+
+
+def _leak_seed_oss(calls: tuple[PlannedCall, ...]) -> str:
+    def params(c: PlannedCall) -> str:
+        return "".join(
+            f"<parameter={k}>{v if isinstance(v, str) else orjson.dumps(v).decode()}</parameter>\n"
+            for k, v in orjson.loads(c.arguments).items()
+        )
+
+    return "".join(
+        f"<seed:tool_call>\n<function={c.name}>\n{params(c)}</function>\n</seed:tool_call>"
+        for c in calls
+    )
+
+
 def _leak_deepseek(calls: tuple[PlannedCall, ...]) -> str:
     bar, sp = "\uff5c", "\u2581"
     inner = "".join(
@@ -726,6 +746,8 @@ _LEAKS: Mapping[str, Callable[[tuple[PlannedCall, ...]], str]] = MappingProxyTyp
         "minimax": _leak_minimax,
         "harmony": _leak_harmony,
         "deepseek-dsml": _leak_deepseek_dsml,
+        "functionary": _leak_functionary,
+        "seed-oss": _leak_seed_oss,
     }
 )
 
