@@ -77,6 +77,13 @@ class MarkerScanner:
         self.examined = 0
 
     @property
+    def in_block(self) -> bool:
+        """A start marker was seen and its block, one that may hold a call, is not decided
+        yet (a quiet span, such as reasoning, holds none)."""
+        block = self._block
+        return block is not None and not block.marker.quiet
+
+    @property
     def holding(self) -> bool:
         block = self._block
         if block is not None and block.marker.quiet:  # holds nothing back: only its end matters

@@ -28,6 +28,13 @@ class TextCallScanner:
         self.staged = 0  # feeds that went through the stages (the shortcut's tests count them)
 
     @property
+    def in_call(self) -> bool:
+        """Text is held that is already part of a possible call (an open marker block, or
+        the JSON value a whole message opened), not merely a tail that may grow into a
+        marker: a fragment of it lost now would change the call (SPEC §4)."""
+        return self._markers.in_block or self._whole.in_value
+
+    @property
     def recovered(self) -> int:
         return self._markers.recovered + self._whole.recovered
 

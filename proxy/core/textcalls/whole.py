@@ -69,6 +69,11 @@ class WholeMessage:
     def holding(self) -> bool:
         return self._state != _OFF
 
+    @property
+    def in_value(self) -> bool:
+        """The content so far opened a JSON value that may be the whole message's call."""
+        return self._state == _INSIDE or self._state == _AFTER
+
     def feed(self, text: str) -> str | None:
         """The text to pass on (all of it held so far), or None while it is held."""
         if self._state == _OFF:
