@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from proxy.chat.stream import StreamSanitizer
+from proxy.core.nonjson import read_object
 from proxy.core.sse import SSEDecoder, utf8_safe
 
 CLIENT_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,40}")
@@ -105,6 +106,11 @@ def check_stream(
         assert not done_at, "[DONE] sent in a stream that ended with an error"
     elif core.followup is not None:
         assert not done_at, "[DONE] sent in a round that hands over to a follow-up"
+    elif core.broken is not None:
+        # SPEC §4: a line that is not a JSON object inside an open call; the shell writes the
+        # error event after what went out, never the call's finish.
+        assert not done_at, "[DONE] sent in a round broken inside a call"
+        assert any(read_object(data) is None for data in sent_data if data != b"[DONE]")
     else:
         assert done_at == [len(events) - 1], f"[DONE] must be sent once, last: at {done_at}"
     choices: dict[Any, _Choice] = {}
