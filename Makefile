@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: run test lint typecheck unit agents bench soak fuzz clean wheel wheel-test
+.PHONY: run test lint typecheck unit agents browser bench soak fuzz clean wheel wheel-test
 
 $(BIN)/python:
 	@echo "Creating $(VENV) and installing toolcall-proxy into it (the first time only)" >&2
@@ -67,9 +67,23 @@ $(NODE_CLIENTS)/node_modules/.installed: $(NODE_CLIENTS)/package.json $(NODE_CLI
 	touch $@
 
 unit: $(VENV)/.dev $(NODE_CLIENTS)/node_modules/.installed
-	$(BIN)/pytest --ignore=tests/agents --ignore=tests/wheel $(PYTEST_ARGS)
+	$(BIN)/pytest --ignore=tests/agents --ignore=tests/wheel --ignore=tests/browser $(PYTEST_ARGS)
 
 test: lint typecheck unit
+
+# The inspector's page (SPEC §12) in a real browser (tests/browser): Playwright for Python (the
+# browser extra, pinned) driving the system's Chromium, installed with apt when missing
+# (Playwright's own browser downloads are not used). TOOLCALL_PROXY_SCREENSHOTS=docs refreshes
+# the page's screenshots in docs/.
+$(VENV)/.browser: pyproject.toml setup.py $(NATIVE) | $(BIN)/python
+	@$(CLEAN_COMPILED)
+	@$(QUIET_BUILD) $(BIN)/python -m pip install -q -e '.[dev,browser]'
+	@rm -f $(VENV)/.bench
+	@touch $(VENV)/.runtime $(VENV)/.dev $@
+
+browser: $(VENV)/.browser
+	@command -v chromium >/dev/null 2>&1 || (apt-get update && apt-get install -y chromium)
+	$(BIN)/pytest tests/browser $(PYTEST_ARGS)
 
 # Coding-agent CLIs for tests/agents (opencode, pi, qwen-code, Claude Code, Codex and the Node 22
 # that qwen-code needs), pinned by the committed package-lock.json; about 1.7 GB.

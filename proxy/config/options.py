@@ -38,6 +38,7 @@ TextToolCalls = Literal["auto", "off"]
 RepeatGuard = Literal["on", "note", "off"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 UpstreamApi = Literal["same", "chat_completions", "anthropic_messages", "responses"]
+InspectMode = Literal["auto", "on", "off"]
 
 ENV_PREFIX = "TOOLCALL_PROXY_"
 Source = Literal["flag", "env", "yaml"]
@@ -245,6 +246,33 @@ OPTIONS: tuple[Option, ...] = (
         Items(cors_origin, "ORIGINS", "origins"),
         (),
         "browser origins allowed to call the proxy, comma-separated (* for any)",
+    ),
+    Option(
+        "inspect",
+        Choice(get_args(InspectMode)),
+        "auto",
+        "the inspector page at /_inspect (what the proxy changed, live); auto: on with the "
+        "built-in simulated provider, off with an upstream",
+    ),
+    Option(
+        "inspect_content",
+        Switch(),
+        False,
+        "the inspector shows message text and arguments; off: structure only (roles, tool "
+        "names, ids, sizes)",
+    ),
+    Option(
+        "inspect_exchanges",
+        Number("N", integer=True, positive=True),
+        200,
+        "exchanges the inspector keeps in memory per process (the newest)",
+    ),
+    Option(
+        "inspect_exchange_bytes",
+        Number("N", integer=True, positive=True),
+        64 * 1024,
+        "the most the inspector keeps of one exchange",
+        default_text="64 KiB",
     ),
     Option(
         "keys",

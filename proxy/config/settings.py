@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from proxy.config.options import (
     Dialect,
     IdsPolicy,
+    InspectMode,
     RepeatGuard,
     TextToolCalls,
     UpstreamApi,
@@ -65,6 +66,10 @@ class Settings:
     body_timeout: float = default("body_timeout")
     keep_alive_timeout: float = default("keep_alive_timeout")
     max_connections: int = default("max_connections")
+    inspect: InspectMode = default("inspect")  # noqa: RUF009 -- a str
+    inspect_content: bool = default("inspect_content")
+    inspect_exchanges: int = default("inspect_exchanges")
+    inspect_exchange_bytes: int = default("inspect_exchange_bytes")
     simulated: bool = False  # no upstream configured: the built-in simulator is the route
 
     def route_for(self, path_prefix: str, model: str | None) -> Route | None:
@@ -78,6 +83,11 @@ class Settings:
             if route.path_prefix is None and route.matches_model(model):
                 return route
         return None
+
+    @property
+    def inspecting(self) -> bool:
+        """SPEC §12: the inspector is served (auto: with the built-in simulated provider)."""
+        return self.inspect == "on" or (self.inspect == "auto" and self.simulated)
 
     @property
     def path_prefixes(self) -> tuple[str, ...]:

@@ -75,7 +75,22 @@ def startup_lines(settings: Settings) -> list[str]:
             f"(a Kimi-like upstream that reuses ids) on http://{settings.host}:{settings.port}/v1"
         )
     lines += [route_line(settings, route) for route in settings.routes]
+    if settings.inspecting:
+        lines.append(inspector_line(settings))
     return lines
 
 
-__all__ = ["route_line", "startup_lines"]
+def inspector_line(settings: Settings) -> str:
+    """SPEC §12: where the inspector is, and what it shows."""
+    address = f"http://{settings.host}:{settings.port}"
+    where = "/_inspect" if settings.port == 0 else f"{address}/_inspect"
+    shows = "message content shown" if settings.inspect_content else "structure only"
+    per = "per worker process" if settings.workers > 1 else "in memory"
+    keys = "; the page asks for a proxy key" if settings.proxy_keys else ""
+    return (
+        f"{PREFIX} inspector at {where} ({shows}; the last {settings.inspect_exchanges} "
+        f"exchanges, {per}{keys})"
+    )
+
+
+__all__ = ["inspector_line", "route_line", "startup_lines"]

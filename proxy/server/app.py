@@ -28,6 +28,7 @@ from proxy.core.errors import (
     openai_error_response,
 )
 from proxy.core.surface_codec import SurfaceCodec
+from proxy.ops.inspector import Inspector
 from proxy.ops.observability import LOGGER, Metrics, RequestLog, configure_logging
 from proxy.server.asgi import (
     ASGIApp,
@@ -50,6 +51,7 @@ from proxy.server.cors import CORSMiddleware
 from proxy.server.draining import end_for_shutdown
 from proxy.server.exchange_handler import ExchangeHandler, ExchangeRequest
 from proxy.server.forwarding import DisconnectWatch, passthrough
+from proxy.server.inspect_page import INSPECT_PATH, InspectPage
 from proxy.server.progress import ResponseProgress
 from proxy.upstream.client import (
     PROXY_KEY_HEADER,
@@ -81,6 +83,18 @@ class ProxyApp:
             from proxy.simulator import create_simulator_app
 
             self._simulator = create_simulator_app()
+        # SPEC §12: the inspector, only when on; off, nothing of it exists and each of its
+        # hooks (here, in the exchange handler and its reporter) is one `is None` test.
+        self.inspector: Inspector | None = None
+        self._inspect_page: InspectPage | None = None
+        if settings.inspecting:
+            self.inspector = Inspector(
+                settings.inspect_exchanges,
+                settings.inspect_exchange_bytes,
+                settings.inspect_content,
+            )
+            self.exchanges.report.inspector = self.inspector
+            self._inspect_page = InspectPage(self.inspector, self._authorize, lambda: self.draining)
 
     # -- graceful shutdown (proxy.server.draining.DrainingServer drives these) ---------------------------
 
@@ -156,6 +170,8 @@ class ProxyApp:
                 self.metrics.render(),
                 [(b"content-type", b"text/plain; version=0.0.4; charset=utf-8")],
             )
+        if self._inspect_page is not None and path.startswith(INSPECT_PATH):
+            return self._inspect_page(scope, receive, send)
         if self._simulator is not None and path.startswith(SIMULATOR_MOUNT + "/"):
             # Mounted the ASGI way: the full path, and the mount point as root_path (so the
             # simulator's /docs page links its /_simulator/openapi.json).
@@ -245,6 +261,8 @@ class ProxyApp:
             if task is not None:
                 self._open.discard(task)
             duration = log.finish(status, stream=call.stream)
+            if self.inspector is not None:
+                self.inspector.finish(log)
             self.metrics.duration.observe(duration)
             self.metrics.requests.count((log.fields["route"], status, call.stream, surface))
 

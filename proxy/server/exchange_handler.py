@@ -93,6 +93,9 @@ class ExchangeHandler:
         fields["dialect"] = exchange.facts.dialect
         if exchange.dropped:
             fields["dropped"] = list(exchange.dropped)
+        inspector = self.report.inspector  # SPEC §12: references only, summarized at the end
+        if inspector is not None:
+            inspector.opened(req.log, raw, exchange.upstream_request)
         response = await self._open(req, exchange.upstream_request)
         try:
             writer = client_writer(req, send, response, exchange)

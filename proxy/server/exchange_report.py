@@ -12,6 +12,7 @@ from proxy.core.errors import RepeatLoopDetected, ReplayLoopDetected
 from proxy.core.guard import Replay
 from proxy.core.notes import Note
 from proxy.core.surface_codec import Exchange
+from proxy.ops.inspector import Inspector
 from proxy.ops.observability import LOGGER, Metrics, log_decisions
 
 if TYPE_CHECKING:
@@ -23,9 +24,12 @@ class ExchangeReporter:
 
     def __init__(self, metrics: Metrics):
         self.metrics = metrics
+        self.inspector: Inspector | None = None  # SPEC §12, set by the app when it is on
 
     def notes(self, req: ExchangeRequest, notes: list[Note]) -> None:
         if notes:
+            if self.inspector is not None:
+                self.inspector.notes(req.log, notes)
             self.metrics.record_notes(notes, req.codec.surface.label)
             req.log.count(notes)
             log_decisions(req.request_id, notes)
@@ -34,6 +38,8 @@ class ExchangeReporter:
     def answered(self, req: ExchangeRequest, replays: list[Replay]) -> None:
         """Replays (SPEC §5) and repeated calls (SPEC §10) the proxy answered itself; the
         repeats are counted as the repeat guard's (`blocked`, from their CallDropped note)."""
+        if self.inspector is not None:
+            self.inspector.answered(req.log, replays)
         true_replays = [replay for replay in replays if not replay.repeat]
         self.metrics.replays_answered.labels(req.codec.surface.label).inc(len(true_replays))
         req.log.fields["replays_answered"] += len(true_replays)
@@ -54,6 +60,8 @@ class ExchangeReporter:
             )
 
     def tripped(self, req: ExchangeRequest, exc: ReplayLoopDetected) -> None:
+        if self.inspector is not None:
+            self.inspector.tripped(req.log, exc)
         surface = req.codec.surface.label
         self.metrics.breaker_trips.labels(surface).inc()
         req.log.fields["breaker"] = True

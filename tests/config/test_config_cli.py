@@ -89,7 +89,8 @@ MISTAKES = {
     "unknown top-level field": (
         "routes: []\nlisten: 0.0.0.0\n",
         "FILE:2: listen: unknown field (expected one of body_timeout, cors_origins, "
-        "drain_timeout, head_timeout, host, keep_alive_timeout, log_level, max_body_bytes, "
+        "drain_timeout, head_timeout, host, inspect, inspect_content, inspect_exchange_bytes, inspect_exchanges, "
+        "keep_alive_timeout, log_level, max_body_bytes, "
         "max_connections, port, routes)",
     ),
     "unknown route field (a typo)": (
