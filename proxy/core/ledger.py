@@ -181,6 +181,7 @@ class LedgerCall:
     arguments: Any  # a JSON string, or an object (Anthropic `input`)
     answered: bool
     result: Any  # its result's content once told (SPEC §10 compares them), else UNANSWERED
+    ordinal: int  # 0-based: its place among the history's calls (SPEC §11 pairs by it)
 
     # Written out (init=False), the defaults here only: mypyc compiles this one; the
     # one dataclasses generates would stay Python.
@@ -192,6 +193,7 @@ class LedgerCall:
         name: str,
         arguments: Any,
         answered: bool = False,
+        ordinal: int = -1,
     ) -> None:
         self.turn = turn
         self.client_id = client_id
@@ -200,6 +202,7 @@ class LedgerCall:
         self.arguments = arguments
         self.answered = answered
         self.result = UNANSWERED
+        self.ordinal = ordinal
 
 
 class HistoryLedger:
@@ -222,8 +225,9 @@ class HistoryLedger:
         """A call of the current turn (a history that starts with one opens a turn)."""
         if not self._by_turn:
             self.begin_turn()
-        upstream_id = self._minter.mint(client_id, name, len(self.calls))
-        record = LedgerCall(self.turns, client_id, upstream_id, name, arguments)
+        ordinal = len(self.calls)
+        upstream_id = self._minter.mint(client_id, name, ordinal)
+        record = LedgerCall(self.turns, client_id, upstream_id, name, arguments, ordinal=ordinal)
         self.calls.append(record)
         self._by_turn[-1].append(record)
         return record

@@ -60,6 +60,14 @@ REPAIR_KINDS: tuple[str, ...] = (
     "whole_input",
     # OpenAI Responses (proxy/responses)
     "arguments_after_done",
+    # Requests the upstream accepts, every surface (SPEC §11, proxy/core/request_repair.py)
+    "missing_result",
+    "result_moved",
+    "orphan_result",
+    "duplicate_result",
+    "result_order",
+    "history_arguments",
+    "tool_schema",
 )
 
 # The repeat guard's actions (SPEC §10): a note added, a call answered, a loop stopped.

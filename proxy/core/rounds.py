@@ -55,6 +55,7 @@ class RouteRules:
     text_tool_calls: bool = True
     repeat_guard: str = "on"  # SPEC §10: on | note | off
     repeat_exempt: tuple[str, ...] = DEFAULT_EXEMPT
+    request_repair: bool = True  # SPEC §11: repair what the upstream would refuse
 
 
 def moved(phase: ExchangePhase, to: ExchangePhase) -> ExchangePhase:
