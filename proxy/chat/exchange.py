@@ -121,7 +121,9 @@ class ChatExchange(RoundExchange):
         *,
         entropy: Callable[[int], bytes] = os.urandom,
     ):
-        translated = translate_request(body, rules.dialect, rules.repeat_guard, rules.repeat_exempt)
+        translated = translate_request(
+            body, rules.dialect, rules.repeat_guard, rules.repeat_exempt, rules.request_repair
+        )
         super().__init__(
             ChatGrammar(rules),
             rules,
@@ -130,6 +132,7 @@ class ChatExchange(RoundExchange):
             translated.to_bytes(raw),
             entropy,
         )
+        self._notes.extend(translated.repairs)  # SPEC §11: reported with the round's notes
 
 
 __all__ = ["ChatExchange", "ChatGrammar"]

@@ -8,6 +8,10 @@ Rules this module follows:
   earlier assistant message that has one; repeated ids get deterministic unique upstream ids.
 - Nothing else changes: arguments given as objects become JSON strings, and a history that
   needs no translation is forwarded byte for byte.
+- What the upstream would refuse is repaired (SPEC §11, `proxy.core.request_repair`, unless
+  the route's `request_repair` is off): each call answered by a `tool` message right after
+  its assistant message (moved up, or a synthetic one), results with no call to answer as
+  marked `user` text, arguments that do not parse as an object, empty tool schemas.
 It also extracts what the response side needs to know: the turn, the ids the client already
 holds, and which upstream ids were answered with which fingerprint (SPEC §5).
 
@@ -32,7 +36,26 @@ from proxy.core.ledger import (
     ReplayMatch,
     resolve_dialect,
 )
+from proxy.core.notes import Note
 from proxy.core.repeat import note_text, with_note
+from proxy.core.request_repair import (
+    DUPLICATE,
+    KEEP,
+    MISSING_RESULT,
+    OTHER,
+    RESULT,
+    SYNTHETIC,
+    TURN,
+    RequestRepairs,
+    ResultPairs,
+    Step,
+    Unit,
+    marked_text,
+    object_schema,
+    parseable_arguments,
+    plan_pairing,
+    text_with_mark,
+)
 
 
 # Value objects: read-only by convention and hashed by value (unsafe_hash), not frozen: a
@@ -51,15 +74,22 @@ class TranslatedRequest:
     facts: HistoryFacts
     changed: bool
     calls: list[LedgerCall]
+    repairs: list[Note]  # SPEC §11: what was repaired, one note each (DeltaRepaired)
 
     # Written out (init=False): mypyc compiles this one; the generated one stays Python.
     def __init__(
-        self, body: dict[str, Any], facts: HistoryFacts, changed: bool, calls: list[LedgerCall]
+        self,
+        body: dict[str, Any],
+        facts: HistoryFacts,
+        changed: bool,
+        calls: list[LedgerCall],
+        repairs: list[Note] | None = None,
     ) -> None:
         self.body = body
         self.facts = facts
         self.changed = changed
         self.calls = calls
+        self.repairs = [] if repairs is None else repairs
 
     @property
     def translations(self) -> list[IdTranslation]:
@@ -101,26 +131,16 @@ def translate_request(
     dialect_setting: str,
     repeat_guard: str = "off",
     repeat_exempt: tuple[str, ...] = (),
+    repair: bool = False,
 ) -> TranslatedRequest:
     """Translate `body['messages']` (already checked to be a list) for the upstream; with
-    the repeat guard on (SPEC §10), a run of identical rounds notes its last result."""
+    the repeat guard on (SPEC §10), a run of identical rounds notes its last result; with
+    `repair` (SPEC §11), what the upstream would refuse is repaired."""
     ledger = HistoryLedger(resolve_dialect(dialect_setting, body.get("model")))
     messages: list[Any] = body["messages"]
-    rewritten = _MessageRewrite(messages)
-    last_result = -1
-    for pos, message in enumerate(messages):
-        if not isinstance(message, dict):
-            continue
-        role = message.get("role")
-        if role == "assistant":
-            _assistant_turn(pos, message, ledger, rewritten)
-        elif role == "tool":
-            last_result = pos
-            target = ledger.result(message.get("tool_call_id"), message.get("content"))
-            if target is not None and message.get("tool_call_id") != target.upstream_id:
-                rewritten.replace(pos, {**message, "tool_call_id": target.upstream_id})
-        elif role == "user":
-            ledger.user_input()
+    repairs = RequestRepairs() if repair else None
+    rewritten = _MessageRewrite(messages, repairs)
+    units, pairs, last_result = _walk(messages, ledger, rewritten)
     n = body.get("n")
     choices = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
     facts = ledger.facts(
@@ -131,31 +151,137 @@ def translate_request(
     )
     if facts.repeat is not None and last_result >= 0:
         rewritten.note(last_result, note_text(facts.repeat))
-    changed = rewritten.messages is not messages
-    out_body = {**body, "messages": rewritten.messages} if changed else body
-    return TranslatedRequest(out_body, facts, changed, ledger.calls)
+    out_body = body
+    if repairs is not None:
+        steps = plan_pairing(units, pairs.answer_of)
+        if steps is not None:
+            rewritten.messages = _paired(rewritten.messages, steps, ledger.calls, repairs)
+        out_body = _with_tool_schemas(body, repairs)
+    changed = rewritten.messages is not messages or out_body is not body
+    if changed:
+        out_body = {**out_body, "messages": rewritten.messages}
+    notes = [] if repairs is None else repairs.notes
+    return TranslatedRequest(out_body, facts, changed, ledger.calls, notes)
+
+
+def _walk(
+    messages: list[Any], ledger: HistoryLedger, rewritten: _MessageRewrite
+) -> tuple[list[Unit], ResultPairs, int]:
+    """Tell the ledger the history in order, each call and result under its upstream id:
+    the history as pairing units (SPEC §11), which call each result answers, and the last
+    `tool` message's place (-1: none)."""
+    units: list[Unit] = []
+    pairs = ResultPairs()
+    last_result = -1
+    for pos, message in enumerate(messages):
+        if not isinstance(message, dict):
+            units.append(Unit(OTHER))
+            continue
+        role = message.get("role")
+        if role == "assistant":
+            units.append(_assistant_turn(pos, message, ledger, rewritten))
+        elif role == "tool":
+            last_result = pos
+            target = ledger.result(message.get("tool_call_id"), message.get("content"))
+            if target is not None and message.get("tool_call_id") != target.upstream_id:
+                rewritten.replace(pos, {**message, "tool_call_id": target.upstream_id})
+            ordinal = -1 if target is None else target.ordinal
+            units.append(Unit(RESULT, ordinal=ordinal, status=pairs.status(ordinal, pos)))
+        else:
+            if role == "user":
+                ledger.user_input()
+            units.append(Unit(OTHER))
+    return units, pairs, last_result
 
 
 def _assistant_turn(
     pos: int, message: dict[str, Any], ledger: HistoryLedger, rewritten: _MessageRewrite
-) -> None:
+) -> Unit:
     """An assistant message: a model turn, and its calls under their upstream ids."""
     ledger.begin_turn()
     tool_calls = message.get("tool_calls")
+    ordinals: list[int] = []
     if isinstance(tool_calls, list):
         records = []
         for call in tool_calls:
             client_id, name, arguments = _call_parts(call)
-            records.append(ledger.call(client_id, name, arguments))
+            record = ledger.call(client_id, name, arguments)
+            records.append(record)
+            if isinstance(call, dict):  # a call the upstream reads: it needs its answer
+                ordinals.append(record.ordinal)
         rewritten.calls(pos, message, tool_calls, records)
+    return Unit(TURN, calls=ordinals)
+
+
+def _paired(
+    messages: list[Any], steps: list[Step], calls: list[LedgerCall], repairs: RequestRepairs
+) -> list[Any]:
+    """SPEC §11: the messages in the order `steps` plan (`proxy.core.request_repair`)."""
+    out: list[Any] = []
+    for step in steps:
+        if step.op == SYNTHETIC:
+            call = calls[step.ordinal]
+            repairs.missing_result(call.name)
+            out.append(
+                {"role": "tool", "tool_call_id": call.upstream_id, "content": MISSING_RESULT}
+            )
+        elif step.op == KEEP:
+            if step.moved:
+                repairs.result_moved(calls[step.ordinal].name)
+            out.append(messages[step.unit])
+        else:
+            out.append(_marked_result(messages[step.unit], step, calls, repairs))
+    return out
+
+
+def _marked_result(
+    message: dict[str, Any], step: Step, calls: list[LedgerCall], repairs: RequestRepairs
+) -> Any:
+    """A `tool` message that answers no call, or a call already answered, as `user` text."""
+    if step.status == DUPLICATE:
+        name = calls[step.ordinal].name
+        repairs.duplicate_result(name)
+    else:
+        name = ""
+        repairs.orphan_result()
+    mark = marked_text(step.status, name)
+    content = message.get("content")
+    text = text_with_mark(mark, content)
+    if text is not None:
+        return {"role": "user", "content": text}
+    if not isinstance(content, list):
+        content = [{"type": "text", "text": dumps(content).decode()}]
+    return {"role": "user", "content": [{"type": "text", "text": mark}, *content]}
+
+
+def _with_tool_schemas(body: dict[str, Any], repairs: RequestRepairs) -> dict[str, Any]:
+    """SPEC §11: a function tool without parameters, or with empty ones, gets an empty object
+    schema; `body` itself when none needs it."""
+    tools = body.get("tools")
+    if not isinstance(tools, list):
+        return body
+    new_tools: list[Any] | None = None
+    for at, tool in enumerate(tools):
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(fn, dict):
+            continue
+        schema = object_schema(fn.get("parameters"))
+        if schema is None:
+            continue
+        repairs.tool_schema(str(fn.get("name")))
+        if new_tools is None:
+            new_tools = list(tools)
+        new_tools[at] = {**tool, "function": {**fn, "parameters": schema}}
+    return body if new_tools is None else {**body, "tools": new_tools}
 
 
 class _MessageRewrite:
     """The upstream's copy of `messages`: the client's list until a message must change."""
 
-    def __init__(self, messages: list[Any]):
+    def __init__(self, messages: list[Any], repairs: RequestRepairs | None):
         self.original = messages
         self.messages = messages
+        self.repairs = repairs  # SPEC §11: None when the route's request_repair is off
 
     def replace(self, pos: int, message: dict[str, Any]) -> None:
         if self.messages is self.original:
@@ -174,24 +300,41 @@ class _MessageRewrite:
         """An assistant message's calls under their upstream ids, arguments as strings
         (`records`: one per call, in order). Indexed rather than zipped: zip(strict=True) is
         a call with a keyword from compiled code, about 2.5K instructions each."""
-        new_calls = [_upstream_call(call, records[at]) for at, call in enumerate(calls)]
+        repairs = self.repairs
+        new_calls = [_upstream_call(call, records[at], repairs) for at, call in enumerate(calls)]
         for at, call in enumerate(calls):
             if new_calls[at] is not call:
                 self.replace(pos, {**message, "tool_calls": new_calls})
                 return
 
 
-def _upstream_call(call: Any, record: LedgerCall) -> Any:
+def _upstream_call(call: Any, record: LedgerCall, repairs: RequestRepairs | None) -> Any:
     if not isinstance(call, dict):
         return call
     fn = call.get("function")
-    needs_string = isinstance(fn, dict) and not isinstance(fn.get("arguments"), str | None)
-    if call.get("id") == record.upstream_id and not needs_string:
+    arguments = _sent_arguments(fn, record, repairs)
+    if call.get("id") == record.upstream_id and arguments is None:
         return call
     call = {**call, "id": record.upstream_id}
-    if needs_string and isinstance(fn, dict):
-        call["function"] = {**fn, "arguments": dumps(fn["arguments"]).decode()}
+    if arguments is not None and isinstance(fn, dict):
+        call["function"] = {**fn, "arguments": arguments}
     return call
+
+
+def _sent_arguments(fn: Any, record: LedgerCall, repairs: RequestRepairs | None) -> str | None:
+    """The arguments string to send instead of the call's own, or None to keep them: objects
+    become JSON strings (SPEC §3); with repairs on, what does not parse as a JSON object is
+    made to (SPEC §11)."""
+    if not isinstance(fn, dict):
+        return None
+    arguments = fn.get("arguments")
+    text = arguments if isinstance(arguments, str | None) else dumps(arguments).decode()
+    if repairs is not None:
+        fixed = parseable_arguments(text)
+        if fixed is not None:
+            repairs.history_arguments(record.name)
+            return fixed
+    return None if text is arguments else text
 
 
 __all__ = [
