@@ -121,7 +121,7 @@ class AnthropicExchange(RoundExchange):
         entropy: Callable[[int], bytes] = os.urandom,
     ):
         translated = translate_messages(
-            body, rules.dialect, rules.repeat_guard, rules.repeat_exempt
+            body, rules.dialect, rules.repeat_guard, rules.repeat_exempt, rules.request_repair
         )
         super().__init__(
             AnthropicGrammar(rules, translated.body.get("model")),
@@ -132,6 +132,7 @@ class AnthropicExchange(RoundExchange):
             entropy,
         )
         self.history_calls = translated.calls
+        self._notes.extend(translated.repairs)  # SPEC §11: reported with the round's notes
 
 
 def _placeholder_start(model: str) -> dict[str, Any]:
