@@ -133,7 +133,9 @@ class ResponsesExchange(RoundExchange):
         *,
         entropy: Callable[[int], bytes] = os.urandom,
     ):
-        translated = translate_request(body, rules.dialect, rules.repeat_guard, rules.repeat_exempt)
+        translated = translate_request(
+            body, rules.dialect, rules.repeat_guard, rules.repeat_exempt, rules.request_repair
+        )
         grammar = ResponsesGrammar(
             rules, ResponseCarry(CallIds(entropy, translated.facts.client_ids))
         )
@@ -146,6 +148,7 @@ class ResponsesExchange(RoundExchange):
             entropy,
         )
         self.translations = translated.translations  # for `sanitize --explain`
+        self._notes.extend(translated.repairs)  # SPEC §11: reported with the round's notes
         self._carry = grammar.carry
 
     @property

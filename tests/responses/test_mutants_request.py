@@ -414,7 +414,8 @@ def test_input_must_be_a_string_or_a_list_of_items() -> None:
 def test_the_codecs_exchange_translates_the_body_and_mints_from_the_given_entropy() -> None:
     """codec.new_responses_exchange__mutmut_1 to _8: the body, bytes, rules and entropy the
     shell gives reach the exchange."""
-    body = {"model": "m", "input": "hi", "tools": [{"type": "function", "name": "bash"}]}
+    tool = {"type": "function", "name": "bash", "parameters": {"type": "object"}}
+    body = {"model": "m", "input": "hi", "tools": [tool]}
     raw = orjson.dumps(body) + b" "
     rules = RouteRules(ids="always")
     exchange = RESPONSES_CODEC.new_exchange(body, raw, rules, lambda n: b"\xab" * n)
