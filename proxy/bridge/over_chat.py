@@ -163,9 +163,9 @@ def exchange_over_chat(
     """The exchange of a client request mapped to `chat_body`; `dropped` is what the mapping
     left out. The Chat body's own bytes go upstream when its translation changes nothing."""
     translated = translate_request(
-        chat_body, rules.dialect, rules.repeat_guard, rules.repeat_exempt
+        chat_body, rules.dialect, rules.repeat_guard, rules.repeat_exempt, rules.request_repair
     )
-    return RoundExchange(
+    exchange = RoundExchange(
         ChatBridge(rules, client),
         rules,
         translated.facts,
@@ -174,6 +174,8 @@ def exchange_over_chat(
         entropy,
         dropped,
     )
+    exchange._notes.extend(translated.repairs)  # SPEC §11: reported with the round's notes
+    return exchange
 
 
 __all__ = ["ChatBridge", "ClientEnd", "TranscodedRound", "exchange_over_chat"]

@@ -80,7 +80,7 @@ def AnthropicOverChat(
     entropy: Callable[[int], bytes] = os.urandom,
 ) -> RoundExchange:
     """One Anthropic Messages request across the rounds of a Chat upstream."""
-    chat_body, dropped = messages_to_chat(body)
+    chat_body, dropped = messages_to_chat(body, rules.request_repair)
     model = body.get("model")
     end = AnthropicEnd(
         "msg_" + entropy(MESSAGE_ID_BYTES).hex(), model if isinstance(model, str) else ""

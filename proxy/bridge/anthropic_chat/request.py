@@ -11,9 +11,11 @@ Field by field, and nothing left out silently: whatever has no Chat form is name
 - `tool_choice`, `disable_parallel_tool_use`, `max_tokens`, `temperature`, `top_p`,
   `stop_sequences`, `metadata.user_id`, `stream` (+ `stream_options.include_usage`, so usage
   can be reported) map; `top_k`, `thinking`, `cache_control`, beta fields do not.
-- a `tool_use` without its `tool_result` in the next message, or a result without its call
-  (or an id that is no string), is a 400 as Anthropic itself answers it: a Chat upstream
-  cannot read such a history (`proxy.bridge.pairing`).
+- a `tool_use` without its `tool_result` in the next message, or a result without its call,
+  is repaired by the Chat exchange (SPEC §11: a synthetic result, the result moved up, marked
+  text); with the route's `request_repair` off it is a 400 as Anthropic itself answers it: a
+  Chat upstream cannot read such a history (`proxy.bridge.pairing`). An id that is no string
+  is a 400 either way.
 """
 
 from __future__ import annotations
@@ -44,12 +46,17 @@ _MAPPED = frozenset(
 _TOOL_FIELDS = frozenset({"type", "name", "description", "input_schema"})
 
 
-def messages_to_chat(body: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """The Chat body for this Anthropic body, and what it leaves out."""
+def messages_to_chat(
+    body: dict[str, Any], repair: bool = False
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The Chat body for this Anthropic body, and what it leaves out. With `repair` (the
+    route's `request_repair`), a history whose calls and results do not pair is left for the
+    Chat exchange to repair (SPEC §11) instead of refused."""
     dropped = Dropped()
     chat: dict[str, Any] = {"model": body.get("model")}
     chat["messages"] = _system(body.get("system"), dropped) + _messages(body, dropped)
-    _refuse_unpaired(chat["messages"])
+    if not repair:
+        _refuse_unpaired(chat["messages"])
     _tools(body, chat, dropped)
     for key in _SAME:
         if body.get(key) is not None:

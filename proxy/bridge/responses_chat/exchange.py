@@ -84,7 +84,7 @@ def ResponsesOverChat(
 ) -> RoundExchange:
     """One Responses request across the rounds of a Chat upstream. Raises
     `ClientRequestError` (400) for a request that needs stored state."""
-    chat_body, dropped = responses_to_chat(body)
+    chat_body, dropped = responses_to_chat(body, rules.request_repair)
     head = ResponseHead.for_request(body, map_tools(body.get("tools")).table, entropy)
     return exchange_over_chat(chat_body, rules, entropy, ResponsesEnd(head, entropy), dropped)
 

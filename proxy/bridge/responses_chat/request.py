@@ -14,9 +14,11 @@ or is left out and named in `dropped` (the shell reports it in the response head
   ["reasoning.encrypted_content"]` is what the bridge always does;
 - `previous_response_id`, `conversation`, `item_reference` items and `background: true`
   need stored responses: a 400 that says to send the whole history with `store: false`;
-- a call without its output, or an output without its call (or a `call_id` that is no
-  string), is a 400 as Responses itself answers it: a Chat upstream cannot read such a
-  history (`proxy.bridge.pairing`).
+- a call without its output, or an output without its call, is repaired by the Chat
+  exchange (SPEC §11: a synthetic output, the output moved up, marked text); with the
+  route's `request_repair` off it is a 400 as Responses itself answers it: a Chat upstream
+  cannot read such a history (`proxy.bridge.pairing`). A `call_id` that is no string is a
+  400 either way.
 """
 
 from __future__ import annotations
@@ -36,8 +38,12 @@ SAME_NAME = ("temperature", "top_p", "user")
 HONOURED_INCLUDES = frozenset({"reasoning.encrypted_content"})
 
 
-def responses_to_chat(body: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """The Chat body for a Responses body, and the names of what it left out."""
+def responses_to_chat(
+    body: dict[str, Any], repair: bool = False
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The Chat body for a Responses body, and the names of what it left out. With `repair`
+    (the route's `request_repair`), a history whose calls and outputs do not pair is left for
+    the Chat exchange to repair (SPEC §11) instead of refused."""
     _refuse_stateful(body)
     dropped: list[str] = []
     mapped = map_tools(body.get("tools"))
@@ -45,7 +51,7 @@ def responses_to_chat(body: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
     chat: dict[str, Any] = {}
     if "model" in body:
         chat["model"] = body["model"]
-    chat["messages"] = _messages(body, mapped.table, dropped)
+    chat["messages"] = _messages(body, mapped.table, dropped, repair)
     if mapped.tools:
         chat["tools"] = mapped.tools
         choice, unsaid = map_tool_choice(body.get("tool_choice"), mapped.table, mapped.names)
@@ -87,7 +93,9 @@ def _refuse_stateful(body: dict[str, Any]) -> None:
         )
 
 
-def _messages(body: dict[str, Any], table: ToolTable, dropped: list[str]) -> list[Any]:
+def _messages(
+    body: dict[str, Any], table: ToolTable, dropped: list[str], repair: bool
+) -> list[Any]:
     builder = HistoryBuilder(table)
     instructions = body.get("instructions")
     if isinstance(instructions, str) and instructions:
@@ -109,7 +117,8 @@ def _messages(body: dict[str, Any], table: ToolTable, dropped: list[str]) -> lis
         )
     messages = builder.finish()
     dropped += builder.dropped
-    _refuse_unpaired(messages)
+    if not repair:
+        _refuse_unpaired(messages)
     return messages
 
 

@@ -24,12 +24,17 @@ def entropy(n: int) -> bytes:
     return b"\x11" * n
 
 
-def responses(body: JSON) -> Any:
-    return new_responses_over_chat(body, b"", RouteRules(), entropy)
+def responses(body: JSON, rules: RouteRules | None = None) -> Any:
+    return new_responses_over_chat(body, b"", rules or RouteRules(), entropy)
 
 
-def anthropic(body: JSON) -> Any:
-    return new_anthropic_over_chat(body, b"", RouteRules(), entropy)
+def anthropic(body: JSON, rules: RouteRules | None = None) -> Any:
+    return new_anthropic_over_chat(body, b"", rules or RouteRules(), entropy)
+
+
+# SPEC §11: with request_repair on (the default) such histories are repaired instead
+# (tests/bridge/test_request_repair.py).
+UNREPAIRED = RouteRules(request_repair=False)
 
 
 def call(call_id: object) -> JSON:
@@ -63,7 +68,8 @@ def test_responses_include_of_any_shape_is_named_not_a_crash(include: object) ->
     assert any(name.startswith("include") for name in exchange.dropped)
 
 
-# -- histories a Chat upstream cannot read are refused, as the client's own API refuses them --
+# -- with request_repair off, histories a Chat upstream cannot read are refused, as the client's
+# own API refuses them ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -78,7 +84,7 @@ def test_responses_include_of_any_shape_is_named_not_a_crash(include: object) ->
 )
 def test_responses_unpaired_calls_and_outputs_are_refused(items: list[JSON], named: str) -> None:
     with pytest.raises(ClientRequestError) as refused:
-        responses({"input": items})
+        responses({"input": items}, UNREPAIRED)
     assert refused.value.status == 400
     assert named in refused.value.message
 
@@ -122,7 +128,7 @@ def test_anthropic_unpaired_tool_use_and_results_are_refused(
     messages: list[JSON], named: str
 ) -> None:
     with pytest.raises(ClientRequestError) as refused:
-        anthropic({"messages": messages})
+        anthropic({"messages": messages}, UNREPAIRED)
     assert named in refused.value.message
 
 
