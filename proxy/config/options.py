@@ -195,6 +195,15 @@ OPTIONS: tuple[Option, ...] = (
         scope="route",
     ),
     Option(
+        "request_repair",
+        Switch(),
+        True,
+        "repair what the upstream would refuse before the request leaves (SPEC §11): a call "
+        "without its result answered, a result moved up to its call or kept as marked text, "
+        "arguments made parseable, empty tool schemas filled",
+        scope="route",
+    ),
+    Option(
         "max_body_bytes",
         Number("N", integer=True, positive=True),
         32 * 1024 * 1024,

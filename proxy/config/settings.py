@@ -37,6 +37,7 @@ class Route:
     repeat_guard: RepeatGuard = default("repeat_guard")  # noqa: RUF009 -- a str
     repeat_exempt: tuple[str, ...] = default("repeat_exempt")
     text_tool_calls: TextToolCalls = default("text_tool_calls")  # noqa: RUF009 -- a str
+    request_repair: bool = default("request_repair")
     connect_timeout: float = default("connect_timeout")
     read_timeout: float = default("read_timeout")
 
