@@ -178,6 +178,41 @@ def _lost_reasoning(profile: Profile, body: JSON) -> Response | None:
     return None
 
 
+# OpenAI's words for a history whose calls and results do not pair (SPEC §11).
+UNANSWERED_CALLS = (
+    "An assistant message with 'tool_calls' must be followed by tool messages responding to "
+    "each 'tool_call_id'. The following tool_call_ids did not have response messages: {ids}"
+)
+UNEXPECTED_RESULT = (
+    "Invalid parameter: messages with role 'tool' must be a response to a preceeding message "
+    "with 'tool_calls'."
+)
+
+
+def _unpaired(profile: Profile, body: JSON) -> Response | None:
+    """A strict provider's 400 for a history whose calls and `tool` messages do not pair."""
+    if not profile.strict:
+        return None
+    awaiting: list[object] = []  # the last assistant message's calls not answered yet
+    for message in body.get("messages") or ():
+        role = message.get("role") if isinstance(message, dict) else None
+        if role == "tool":
+            if message.get("tool_call_id") not in awaiting:
+                return _error(400, UNEXPECTED_RESULT, "invalid_request_error", None)
+            awaiting.remove(message.get("tool_call_id"))
+            continue
+        if awaiting:
+            ids = ", ".join(map(str, awaiting))
+            text = UNANSWERED_CALLS.format(ids=ids)
+            return _error(400, text, "invalid_request_error", None)
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        awaiting = [c.get("id") for c in calls if isinstance(c, dict)] if calls else []
+    if awaiting:
+        text = UNANSWERED_CALLS.format(ids=", ".join(map(str, awaiting)))
+        return _error(400, text, "invalid_request_error", None)
+    return None
+
+
 def _completion(profile: Profile, body: JSON, reply: Reply, model: str) -> bytes:
     message: JSON = {"role": "assistant", "content": "".join(reply.content) or None}
     if profile.reasoning:
@@ -336,7 +371,7 @@ class _Simulator:
             )
         if profile.fault is Fault.SERVER_ERROR:
             return _error(500, "The server had an error (simulated)", "server_error", None)
-        lost = _lost_reasoning(profile, body)
+        lost = _lost_reasoning(profile, body) or _unpaired(profile, body)
         if lost is not None:
             return lost
         reply = plan_reply(profile, body)

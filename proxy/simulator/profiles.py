@@ -133,6 +133,10 @@ class Profile:
     # thinking and DeepSeek's reasoner answer.
     reasoning: str = ""
     reasoning_required: bool = False
+    # 1: refuse, as OpenAI does, a history whose calls are not each answered by the `tool`
+    # messages right after their assistant message, or whose tool message answers no call of
+    # the message before it (SPEC §11: the proxy repairs such histories).
+    strict: int = 0
 
 
 OPTIONS = (
@@ -143,6 +147,7 @@ OPTIONS = (
     "kb",
     "replay_after",
     "polls",
+    "strict",
     # Enum options, by value: a profile's other quirks with replays added
     # (`kimi-chat-only+replay=once`: a Chat-only thinking Kimi that replays, SPEC §9's bridges).
     "replay",
