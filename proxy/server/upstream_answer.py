@@ -15,7 +15,13 @@ from proxy.ops.observability import Metrics
 from proxy.server.asgi import REDACTED, Send, redacting, send_bytes, with_request_id
 from proxy.server.client_writer import ClientWriter, EventStreamWriter, MessageWriter
 from proxy.upstream.call import UpstreamResponse, relay
-from proxy.upstream.client import RESPONSE_DROP, client_response_headers, headers_without
+from proxy.upstream.client import (
+    RESPONSE_DROP,
+    UPSTREAM_FAILURES,
+    client_response_headers,
+    headers_without,
+    upstream_failure,
+)
 
 if TYPE_CHECKING:
     from proxy.server.exchange_handler import ExchangeRequest
@@ -76,7 +82,12 @@ async def _translated_error(
     render = req.codec.upstream_error
     assert render is not None
     key = req.route.upstream_key
-    raw = await response.read()
+    try:
+        # Read decoded, so a body that breaks or does not decode fails here: nothing was
+        # sent yet, so it is the client's 502 (raised for the app to answer in its shape).
+        raw = await response.read()
+    except UPSTREAM_FAILURES as exc:
+        raise upstream_failure(exc, streaming_body=True) from None
     body = render(status, raw.replace(key.encode(), REDACTED) if key else raw)
     headers = with_request_id([(b"content-type", b"application/json")], req.request_id)
     await send_bytes(send, status, body, headers)

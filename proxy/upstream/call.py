@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable
 
 import httpx
+from httpx._decoders import SUPPORTED_DECODERS  # what httpx's Response can decode
 
 from proxy.core.errors import UpstreamStreamError
 from proxy.server.asgi import Send
@@ -98,9 +99,14 @@ class UpstreamResponse:
         return encoding is None or encoding == b"identity"
 
     def chunks(self, *, decoded: bool) -> AsyncIterable[bytes]:
-        """The body's source, failures unmapped (`iter_body` maps them)."""
+        """The body's source, failures unmapped (`iter_body` maps them). An encoding httpx
+        has no decoder for fails at the first read: httpx would hand on the bytes as they
+        came, which the proxy would then send on as if decoded."""
         response = self._response
         if decoded and not self._identity():
+            unknown = _unknown_encoding(self.content_encoding() or b"")
+            if unknown is not None:
+                return _Failing(httpx.DecodingError(f"no decoder for content-encoding {unknown}"))
             if response is None:  # httpx's decoders, on the transport's stream
                 assert self._stream is not None
                 response = self._response = httpx.Response(
@@ -134,6 +140,30 @@ class UpstreamResponse:
             stream.release()
             return True
         return False
+
+
+def _unknown_encoding(header: bytes) -> str | None:
+    """The first coding in a content-encoding header httpx cannot undo (it skips those)."""
+    for coding in header.decode("latin-1").split(","):
+        name = coding.strip().lower()
+        if name and name not in SUPPORTED_DECODERS:
+            return repr(name)
+    return None
+
+
+class _Failing:
+    """A body source whose first read raises `error` (as a decoder's would)."""
+
+    __slots__ = ("_error",)
+
+    def __init__(self, error: httpx.DecodingError) -> None:
+        self._error = error
+
+    def __aiter__(self) -> _Failing:
+        return self
+
+    async def __anext__(self) -> bytes:
+        raise self._error
 
 
 def open_upstream(

@@ -2,7 +2,8 @@
 
 Every httpx exception is translated in `map_upstream_errors()` and nowhere else, into the
 proxy's own error types (SPEC §6): no connection -> 502 upstream_unreachable, no response
-head in time -> 504 upstream_timeout, a broken or stalled body -> upstream_stream_error.
+head in time -> 504 upstream_timeout, a broken, stalled or undecodable body ->
+upstream_stream_error.
 """
 
 from __future__ import annotations
@@ -207,8 +208,11 @@ def _joined(base: str, rest: str) -> str:
     return base + rest.replace("%", "%25").replace("?", "%3F").replace("#", "%23")
 
 
-# What map_upstream_errors translates: every httpx failure of a request or its body.
-UPSTREAM_FAILURES = (httpx.TransportError, httpx.StreamError)
+# What map_upstream_errors translates: every httpx failure of a request or its body, a body
+# whose content-encoding does not decode included (httpx's DecodingError is neither of the
+# others: unmapped, it escaped as a 500 with a traceback, counted as a client that left).
+UPSTREAM_FAILURES = (httpx.TransportError, httpx.StreamError, httpx.DecodingError)
+UpstreamFailure = httpx.TransportError | httpx.StreamError | httpx.DecodingError
 
 
 def map_upstream_errors(*, streaming_body: bool) -> _UpstreamErrors:
@@ -239,13 +243,15 @@ class _UpstreamErrors:
             raise upstream_failure(exc, streaming_body=self.streaming_body) from None
 
 
-def upstream_failure(
-    exc: httpx.TransportError | httpx.StreamError, *, streaming_body: bool
-) -> ProxyError:
+def upstream_failure(exc: UpstreamFailure, *, streaming_body: bool) -> ProxyError:
     """The proxy's error for an httpx failure (what map_upstream_errors raises). On the hot
     path it is used directly, in an `except UPSTREAM_FAILURES`: a `with` block calls two
     Python methods even when nothing fails."""
     name = type(exc).__name__
+    if isinstance(exc, httpx.DecodingError):
+        # Before the client's first byte (a whole body) this is a 502; in a stream, its
+        # error event. Either way upstream_stream_error: the body, not the connection, failed.
+        return UpstreamStreamError(f"the upstream response body could not be decoded: {exc}")
     if isinstance(exc, httpx.StreamError):
         return UpstreamStreamError(f"the upstream response could not be read ({name})")
     if isinstance(exc, httpx.TimeoutException):
