@@ -18,7 +18,7 @@ from httpx._decoders import SUPPORTED_DECODERS  # what httpx's Response can deco
 from proxy.core.errors import UpstreamStreamError
 from proxy.server.asgi import Send
 from proxy.upstream.client import UpstreamClient, map_upstream_errors
-from proxy.upstream.transport import ResponseBody
+from proxy.upstream.transport import InvalidStatus, ResponseBody
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -187,7 +187,11 @@ def open_upstream(
 
 
 async def _sent(client: httpx.AsyncClient, request: httpx.Request) -> UpstreamResponse:
-    return UpstreamResponse.of(await client.send(request, stream=True))
+    response = await client.send(request, stream=True)
+    if not 200 <= response.status_code <= 599:  # the proxy's transport refuses these itself
+        await response.aclose()
+        raise InvalidStatus(response.status_code)
+    return UpstreamResponse.of(response)
 
 
 def iter_body(response: UpstreamResponse, *, decoded: bool) -> AsyncIterator[bytes]:

@@ -3,7 +3,7 @@
 Every httpx exception is translated in `map_upstream_errors()` and nowhere else, into the
 proxy's own error types (SPEC §6): no connection -> 502 upstream_unreachable, no response
 head in time -> 504 upstream_timeout, a broken, stalled or undecodable body ->
-upstream_stream_error.
+upstream_stream_error, a status no client can be given (999, 101) -> 502 upstream_error.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from proxy.config.load import Route
 from proxy.core.errors import (
     ClientRequestError,
     ProxyError,
+    UpstreamError,
     UpstreamStreamError,
     UpstreamTimeout,
     UpstreamUnreachable,
@@ -35,6 +36,7 @@ from proxy.core.errors import (
 from proxy.upstream.transport import (
     ConnectionPool,
     HttptoolsTransport,
+    InvalidStatus,
     ResponseBody,
     origin,
     request_head,
@@ -252,6 +254,8 @@ def upstream_failure(exc: UpstreamFailure, *, streaming_body: bool) -> ProxyErro
         # Before the client's first byte (a whole body) this is a 502; in a stream, its
         # error event. Either way upstream_stream_error: the body, not the connection, failed.
         return UpstreamStreamError(f"the upstream response body could not be decoded: {exc}")
+    if isinstance(exc, InvalidStatus):
+        return UpstreamError(str(exc))  # 502, code upstream_error; the message names the status
     if isinstance(exc, httpx.StreamError):
         return UpstreamStreamError(f"the upstream response could not be read ({name})")
     if isinstance(exc, httpx.TimeoutException):

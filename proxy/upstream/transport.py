@@ -5,7 +5,8 @@ httpx-aiohttp's (numbers in `proxy.upstream.client.make_upstream_client`).
 Rules it follows:
 - httpx stays the API: this is an `httpx.AsyncBaseTransport` and raises httpx's exception
   types only (`ConnectError`, `ConnectTimeout`, `ReadTimeout`, `ReadError`,
-  `RemoteProtocolError`, `LocalProtocolError`, `UnsupportedProtocol`), so
+  `RemoteProtocolError`, `LocalProtocolError`, `UnsupportedProtocol`; `InvalidStatus`, a
+  response head with no status a client can be given, is a `RemoteProtocolError`), so
   `proxy.upstream.client.map_upstream_errors` and respx-based tests do not care which transport runs.
 - A body is handed on as it arrives, never held for more: each read of the response body
   yields what has arrived and not been read yet (whole HTTP chunks, up to
@@ -62,6 +63,18 @@ COALESCE_BODY_BYTES = 64 * 1024
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _Answer = TypeVar("_Answer")
 _Origin = tuple[str, str, int]  # scheme, host, port
+
+
+class InvalidStatus(httpx.RemoteProtocolError):
+    """A response head whose status is no final HTTP status the proxy can relay: outside
+    200-599 (httptools reads any three digits), or 101 Switching Protocols."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(
+            f"the upstream answered with status {status:03d}, which is not a final HTTP "
+            "status the proxy can relay (200 to 599)"
+        )
+        self.status = status
 
 
 def _timeout(request: httpx.Request, name: str) -> float | None:
@@ -219,6 +232,12 @@ class _Connection(asyncio.Protocol):
         if 100 <= status < 200 and status != 101:
             self._interim = True  # 100 Continue and friends: the real head follows
             return
+        if not 200 <= status <= 599:
+            # httptools reads any three digits (999, 000), and a 101 hands the connection to
+            # another protocol: no client can be given either (SPEC §6). Raising stops the
+            # parse; data_received keeps this error rather than the parser's.
+            self.error = InvalidStatus(status)
+            raise self.error
         self.status = status
         self.head_done = True
         for name, value in self.headers:

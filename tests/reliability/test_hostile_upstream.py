@@ -1,9 +1,9 @@
 """SPEC §6, an upstream that answers what the proxy cannot pass on: a body whose
-content-encoding does not decode (from its first byte, or part way through a stream). It is a
-defined answer, end to end through the real proxy on loopback: a 502 `upstream_error` in the
-surface's error shape before any byte went out, the in-stream error event after; counted among
-the upstream errors, never as a client that left (499), no traceback in the log; and the proxy
-keeps serving.
+content-encoding does not decode (from its first byte, or part way through a stream), and a
+status outside 200-599 (999, 600, 099, 000) or a 101. Each is a defined answer, end to end
+through the real proxy on loopback: a 502 `upstream_error` in the surface's error shape before
+any byte went out, the in-stream error event after; counted among the upstream errors, never
+as a client that left (499), no traceback in the log; and the proxy keeps serving.
 """
 
 from __future__ import annotations
@@ -27,10 +27,12 @@ from tests.reliability.upstreams import (
     JSON_HEADERS,
     SSE_HEADERS,
     Script,
+    raw_upstream,
     scripted,
     sse_body,
 )
 from tests.reliability.wire import (
+    chat,
     data_events,
     error_body,
     error_event,
@@ -276,3 +278,66 @@ def test_a_compressed_body_that_decodes_still_does(make_proxy: ProxyFactory) -> 
         response = post(proxy, path, stream=True)
     assert response.status_code == 200
     assert data_events(response.content)[-1] == b"[DONE]"
+
+
+# -- a status the proxy cannot pass on ----------------------------------------------------------
+
+BAD_STATUSES = {
+    "999": b"HTTP/1.1 999 Nine\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
+    "600": b"HTTP/1.1 600 Six\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
+    "099": b"HTTP/1.1 099 Low\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
+    "000": b"HTTP/1.1 000 Zero\r\ncontent-type: application/json\r\ncontent-length: 0\r\n\r\n",
+    "101": b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n",
+}
+# Where a client meets it: each repaired surface, streaming or not, and passthrough.
+CALLS = [
+    ("POST", "/v1/chat/completions", False),
+    ("POST", "/v1/chat/completions", True),
+    ("POST", "/v1/messages", True),
+    ("POST", "/v1/responses", False),
+    ("GET", "/v1/models", False),
+]
+
+
+@pytest.mark.parametrize("status", list(BAD_STATUSES))
+@pytest.mark.parametrize(
+    ("method", "path", "stream"),
+    CALLS,
+    ids=[f"{m} {p} {'stream' if s else ''}" for m, p, s in CALLS],
+)
+def test_a_status_outside_200_to_599_is_a_502_naming_it(
+    make_proxy: ProxyFactory, status: str, method: str, path: str, stream: bool
+) -> None:
+    with (
+        log_records() as records,
+        raw_upstream(BAD_STATUSES[status]) as upstream,
+        make_proxy(upstream=upstream.url + "/v1") as proxy,
+    ):
+        for _ in range(2):  # the same answer every time: the proxy keeps serving
+            if method == "GET":
+                response = httpx.get(proxy.url + path, timeout=30)
+            else:
+                response = post(proxy, path, stream=stream)
+            no_traceback(response.content)
+            assert response.status_code == 502, response.content[:200]
+            error = surface_error(path, response)
+            assert error["type"] == "upstream_error"
+            assert error["code"] in (None, "upstream_error")
+            assert f"status {status}" in error["message"], error
+        counted_as_upstream_error(proxy, "upstream_error", "502")
+        assert upstream.requests == 2
+    no_traceback_logged(records)
+
+
+def test_an_interim_head_then_nothing_is_a_502(make_proxy: ProxyFactory) -> None:
+    """A 1xx is only ever interim to the proxy: one that no final head follows is a 502."""
+    answer = b"HTTP/1.1 103 Early Hints\r\nlink: </x>; rel=preload\r\n\r\n"
+    with (
+        log_records() as records,
+        raw_upstream(answer) as upstream,
+        make_proxy(upstream=upstream.url + "/v1") as proxy,
+    ):
+        response = chat(proxy, "m", stream=False)
+        assert response.status_code == 502
+        assert error_body(response)["type"] == "upstream_error"
+    no_traceback_logged(records)
