@@ -206,7 +206,9 @@ class LedgerCall:
 
 
 class HistoryLedger:
-    """One history's calls and results, told in order by a surface's walk."""
+    """One history's calls and results, told in order by a surface's walk: the history the
+    client sent. A result the proxy adds (SPEC §11's synthetic "no result was recorded") is
+    never told, so its call is no answered call for SPEC §5 or §10."""
 
     def __init__(self, dialect: str):
         self.dialect = dialect
