@@ -17,7 +17,7 @@ from typing import Any
 
 from proxy.config.options import OPTION, OPTIONS, add_flag
 from proxy.config.settings import Route, Settings
-from proxy.config.values import ConfigError, upstream_base_url
+from proxy.config.values import ConfigError, header_value_problem, upstream_base_url
 from proxy.config.yaml_routes import load_yaml_routes
 
 # Where the built-in simulated provider is mounted when no upstream is configured.
@@ -51,12 +51,15 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
 def given_values(
     flags: Mapping[str, object], environ: Mapping[str, str] = os.environ
 ) -> dict[str, Any]:
-    """Every setting given as a flag or else as a (non-empty) variable, checked."""
+    """Every setting given as a flag or else as a (non-empty) variable, checked. An empty
+    variable counts as unset, but for a kind that refuses it (proxy keys: SPEC §6)."""
     given: dict[str, Any] = {}
     for option in OPTIONS:
         raw = flags.get(option.name) if option.flag else None
         if raw is None and "env" in option.sources:
-            raw = environ.get(option.env) or None
+            raw = environ.get(option.env)
+            if raw == "" and option.kind.empty_is_unset:
+                raw = None
         if raw is not None:
             given[option.name] = option.kind.parse(raw, option.label, None)
     return given
@@ -102,7 +105,20 @@ def _resolve(given: Mapping[str, Any]) -> Settings:
         routes, given.get("upstream"), defaults, value("host"), value("port")
     )
     top_level = {o.field: value(o.name) for o in OPTIONS if o.field in _SETTINGS_FIELDS}
+    check_upstream_keys(routes)
     return Settings(routes=routes, simulated=simulated, **top_level)
+
+
+def check_upstream_keys(routes: Sequence[Route], environ: Mapping[str, str] = os.environ) -> None:
+    """SPEC §6: a route's upstream key goes into a header of every request it sends; one a
+    header cannot carry (a line break, a trailing newline from a file included, another
+    control character, a character outside Latin-1) failed every request, as a 500 or a
+    misleading 502. It is refused here, at start-up, naming the variable, never the key."""
+    for route in routes:
+        name = route.upstream_key_env
+        problem = header_value_problem(environ.get(name) or "") if name else None
+        if problem is not None:
+            raise ConfigError(f"{name} (the upstream key of route {route.name})", problem)
 
 
 def _routes(

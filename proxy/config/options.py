@@ -16,6 +16,7 @@ from typing import Any, Literal, NamedTuple, get_args
 from proxy.config.values import (
     Choice,
     Items,
+    Keys,
     Kind,
     Number,
     Switch,
@@ -285,11 +286,12 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "keys",
-        Items(secret, "KEYS", "keys"),
+        Keys(secret, "KEYS", "keys"),
         (),
         "comma-separated proxy keys; when set, clients must send one (Authorization: Bearer "
         "or x-toolcall-proxy-key); it is never forwarded. Only from the environment: a "
-        "command line is visible to every user of the machine",
+        "command line is visible to every user of the machine. Set but holding no key (empty, "
+        "or only commas) is refused at start-up, as is a key a header cannot carry",
         sources=frozenset({"env"}),
         attr="proxy_keys",
     ),

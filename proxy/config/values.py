@@ -35,6 +35,10 @@ class Kind:
     dataclass costs about a millisecond to create.
     """
 
+    # An empty environment variable counts as not set, but for a kind that says otherwise:
+    # then the empty value is parsed (and may be refused).
+    empty_is_unset = True
+
     def __init__(
         self,
         metavar: str,
@@ -148,6 +152,24 @@ class Items(Kind):
         )
 
 
+class Keys(Items):
+    """Proxy keys: a list that, once given, must hold a key. An empty (or all blank) value
+    would turn authentication off without a word, so it is refused (SPEC §6)."""
+
+    empty_is_unset = False
+
+    def parse(self, value: object, field_name: str, line: int | None) -> tuple[Any, ...]:
+        keys = super().parse(value, field_name, line)
+        if not keys:
+            raise ConfigError(
+                field_name,
+                "is set but holds no key, which would leave the proxy open to any client: "
+                "give one or more keys (comma-separated), or unset it to run without keys",
+                line,
+            )
+        return keys
+
+
 # -- checks of one string ---------------------------------------------------------------------
 
 
@@ -163,8 +185,34 @@ def tool_glob(value: object, field_name: str, line: int | None = None) -> str:
 
 
 def secret(value: object, field_name: str, line: int | None = None) -> str:
-    """A key: kept as given (trimmed) and never echoed."""
-    return str(value).strip()
+    """A key: kept as given (trimmed), one a header can carry, and never echoed."""
+    key = str(value).strip()
+    problem = header_value_problem(key)
+    if problem is not None:
+        raise ConfigError(field_name, f"a key {problem}", line)
+    return key
+
+
+def header_value_problem(value: str) -> str | None:
+    """Why `value` cannot be sent in an HTTP header as it is, or None: a line break (it would
+    end the header), another control character, or one outside Latin-1 (a header's bytes).
+    Names the character's position and kind, never the character: the value is a secret."""
+    for position, char in enumerate(value, 1):
+        code = ord(char)
+        if char in "\r\n":
+            where = "ends with" if value[position - 1 :].strip("\r\n") == "" else "holds"
+            return (
+                f"{where} a line break (character {position} of {len(value)}), which a "
+                "header cannot carry: remove it (a key read from a file often ends with one)"
+            )
+        if code < 0x20 or code == 0x7F:
+            return f"holds a control character (character {position}), which a header cannot carry"
+        if code > 0xFF:
+            return (
+                f"holds a character outside Latin-1 (character {position}), which a header "
+                "cannot carry"
+            )
+    return None
 
 
 def listen_address(value: object, field_name: str, line: int | None = None) -> str:

@@ -1,8 +1,9 @@
 """What `serve` says before it listens: one line per route, so the output names what runs.
 
 Each line names the route, where clients reach it, the upstream (never a key: only the name
-of the variable that holds it), the id dialect and policy, the replay guard, text tool calls
-and the API surfaces it repairs or passes through (proxy.core.surfaces).
+of the variable that holds it), whether clients need a proxy key, the id dialect and policy,
+the replay guard, text tool calls and the API surfaces it repairs or passes through
+(proxy.core.surfaces).
 """
 
 from __future__ import annotations
@@ -38,6 +39,14 @@ def _key(route: Route) -> str:
     return f"key from ${route.upstream_key_env}"
 
 
+def _clients(settings: Settings) -> str:
+    """SPEC §6: whether a client must send a proxy key (said on every line, so that an open
+    proxy is never a surprise)."""
+    if settings.proxy_keys:
+        return "proxy key required"
+    return "no proxy key required (TOOLCALL_PROXY_KEYS not set)"
+
+
 def _dialect(route: Route) -> str:
     if route.dialect == "auto":
         return "dialect auto (kimi for models named kimi or moonshot, else passthrough)"
@@ -60,7 +69,8 @@ def route_line(settings: Settings, route: Route) -> str:
     )
     return (
         f"{PREFIX} route {route.name} at {_base_url(settings, route)}{_match(route)} -> "
-        f"{route.upstream}, {_key(route)}; {_upstream_api(route)}{_dialect(route)}; "
+        f"{route.upstream}, {_key(route)}; {_clients(settings)}; "
+        f"{_upstream_api(route)}{_dialect(route)}; "
         f"ids {route.ids}; {guard}; "
         f"repeat guard {route.repeat_guard}; "
         f"text tool calls {route.text_tool_calls}; {describe_surfaces()}"
