@@ -10,7 +10,7 @@ import orjson
 
 from bench.reads import reads_of
 from proxy.anthropic.exchange import AnthropicExchange
-from proxy.core.events import Forward, LoopDetected, OpenFollowup
+from proxy.core.events import Forward, LoopDetected, OpenFollowup, UpstreamBroken
 from proxy.core.rounds import RouteRules
 
 JSON = dict[str, Any]
@@ -267,6 +267,7 @@ class Run:
     client: bytes = b""
     followups: list[JSON] = field(default_factory=list)
     loop: LoopDetected | None = None
+    broken: UpstreamBroken | None = None  # SPEC §4: a line that is not JSON inside a call
     exchange: AnthropicExchange | None = None
 
     def read(self) -> Received:
@@ -323,6 +324,10 @@ def _act(result: Run, events: list[Any], exchange: AnthropicExchange) -> str:
             outcome = "followup"
         elif isinstance(event, LoopDetected):
             result.loop = event
+            result.client += exchange.stream_error(event.error)
+            outcome = "done"
+        elif isinstance(event, UpstreamBroken):
+            result.broken = event
             result.client += exchange.stream_error(event.error)
             outcome = "done"
         else:

@@ -8,7 +8,7 @@ Every wait here is a socket read with a deadline, never a sleep."""
 from __future__ import annotations
 
 import json
-import select
+import selectors
 import socket
 import sys
 import time
@@ -174,7 +174,13 @@ READ_BOUND = MAX_REQUEST_HEAD_BYTES + 2 * (256 << 10)  # the bound and two reads
 def flood(port: int, start: bytes, piece: bytes) -> tuple[int, bytes]:
     """Send `start`, then `piece` again and again (at most SEND_CAP bytes) until the server
     answers or closes; returns the bytes sent and what the server sent back."""
-    with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S) as sock:
+    # A selector, not select.select: in a long test run the socket's descriptor may be past
+    # select()'s limit of 1024.
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S) as sock,
+        selectors.DefaultSelector() as answered,
+    ):
+        answered.register(sock, selectors.EVENT_READ)
         sock.sendall(start)
         sent = 0
         deadline = time.monotonic() + DEADLINE_S
@@ -184,7 +190,7 @@ def flood(port: int, start: bytes, piece: bytes) -> tuple[int, bytes]:
             except OSError:
                 break
             sent += len(piece)
-            if select.select([sock], [], [], 0)[0]:
+            if answered.select(0):
                 break
         return sent, read_until_closed(sock)
 
