@@ -174,7 +174,7 @@ def exchange_over_chat(
         entropy,
         dropped,
     )
-    exchange._notes.extend(translated.repairs)  # SPEC §11: reported with the round's notes
+    exchange.add_notes(translated.repairs)  # SPEC §11: reported with the round's notes
     return exchange
 
 

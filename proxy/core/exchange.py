@@ -241,6 +241,11 @@ class RoundExchange:
         notes, self._notes = self._notes, []
         return notes, self._non_json_now()
 
+    def add_notes(self, notes: list[Note]) -> None:
+        """Decisions made outside the rounds (SPEC §11: the request's repairs), reported with
+        the first round's."""
+        self._notes.extend(notes)
+
     def stream_error(self, error: ProxyError) -> bytes:
         """SPEC §6, §8: the bytes that end the client's stream with `error`, in its grammar."""
         return self._grammar.stream_error(error, self._forwarded)

@@ -77,6 +77,7 @@ class ExchangeHandler:
             repeat_guard=route.repeat_guard,
             repeat_exempt=route.repeat_exempt,
             text_tool_calls=route.text_tool_calls == "auto",
+            request_repair=route.request_repair,
         )
         self._rules[id(route)] = (route, rules)
         return rules

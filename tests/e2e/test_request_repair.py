@@ -81,3 +81,18 @@ def test_a_strict_upstream_refuses_the_history_and_the_proxy_repairs_it(
         assert any(
             row.startswith(line) and not row.endswith(" 0.0") for row in metrics.splitlines()
         )
+
+
+def test_request_repair_off_sends_the_history_as_the_client_wrote_it(
+    make_proxy: ProxyFactory, log: SimulatorLog
+) -> None:
+    """`request_repair: off` on the route: the strict upstream's refusal reaches the client."""
+    with (
+        make_proxy(request_repair=False) as proxy,
+        pytest.raises(openai.BadRequestError) as refused,
+    ):
+        client(proxy.url).chat.completions.create(
+            model=MODEL, messages=HISTORY, tools=TOOLS, stream=False
+        )
+    assert "call_tail01" in str(refused.value)
+    assert [m["role"] for m in log.requests[-1]["messages"]] == [m["role"] for m in HISTORY]
