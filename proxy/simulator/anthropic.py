@@ -12,7 +12,10 @@ profile's quirks translated (QUIRKS.md, "Anthropic Messages and Responses endpoi
 - ids as the profile mints them (`functions.Bash:0`, `grep_0`, integers, empty, missing);
   the reference profile's random ids are Anthropic's own `toolu_...`.
 A request with `thinking` enabled gets a thinking block with its signature first, as Claude
-models answer, so clients' thinking round trips can be exercised.
+models answer, so clients' thinking round trips can be exercised. With `strict=1` a history
+whose `tool_use` blocks are not each answered by a `tool_result` block in the next message, or
+with a `tool_result` whose id is not a `tool_use` of the message before, is refused in
+Anthropic's words (SPEC §11: the proxy repairs such histories).
 """
 
 from __future__ import annotations
@@ -101,6 +104,44 @@ def chat_history(body: JSON) -> JSON:
         if isinstance(t, dict) and isinstance(t.get("name"), str)
     ]
     return {"model": body.get("model"), "messages": messages, "tools": tools}
+
+
+# --- a strict provider's pairing rule (SPEC §11) ---------------------------------------------
+
+# Anthropic's words for a history whose tool_use and tool_result blocks do not pair.
+UNANSWERED_USES = (
+    "messages.{index}: `tool_use` ids were found without `tool_result` blocks immediately "
+    "after: {ids}. Each `tool_use` block must have a corresponding `tool_result` block in the "
+    "next message."
+)
+UNEXPECTED_RESULT = (
+    "messages.{index}.content.{block}: unexpected `tool_use_id` found in `tool_result` blocks: "
+    "{id}. Each `tool_result` block must have a corresponding `tool_use` block in the previous "
+    "message."
+)
+
+
+def unpaired(body: JSON) -> str | None:
+    """What Anthropic answers (400) to a history whose `tool_use` ids are not each answered
+    by a `tool_result` block in the next message, or whose `tool_result` answers no
+    `tool_use` of the message before it; None when the history pairs."""
+    uses: list[object] = []  # the tool_use ids of the message before
+    used_at = 0
+    for index, message in enumerate(body.get("messages") or ()):
+        blocks = _blocks(message.get("content")) if isinstance(message, dict) else []
+        results = [(at, b) for at, b in enumerate(blocks) if b.get("type") == "tool_result"]
+        answered = [b.get("tool_use_id") for _, b in results]
+        missing = [use for use in uses if use not in answered]
+        if missing:
+            return UNANSWERED_USES.format(index=used_at, ids=", ".join(map(str, missing)))
+        for at, block in results:
+            if block.get("tool_use_id") not in uses:
+                return UNEXPECTED_RESULT.format(index=index, block=at, id=block.get("tool_use_id"))
+        uses = [b.get("id") for b in blocks if b.get("type") == "tool_use"]
+        used_at = index
+    if uses:
+        return UNANSWERED_USES.format(index=used_at, ids=", ".join(map(str, uses)))
+    return None
 
 
 # --- the reply, as Anthropic content blocks ------------------------------------------------
@@ -277,6 +318,9 @@ def plan(body: JSON) -> tuple[Profile, Reply, str] | Response:
         )
     if profile.fault is Fault.SERVER_ERROR:
         return anthropic_error(500, "api_error", "Internal server error (simulated)")
+    refusal = unpaired(body) if profile.strict else None
+    if refusal is not None:
+        return anthropic_error(400, "invalid_request_error", refusal)
     return profile, plan_reply(profile, chat_history(body)), model
 
 

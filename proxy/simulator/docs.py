@@ -190,14 +190,19 @@ MESSAGES: JSON = {
     "`content_block_start` (`no-index`, `final-flush` also sends the fragments), no "
     "`content_block_stop` (`no-block-stop`), `end_turn` after tool_use (`no-index`), no "
     "`message_stop` (`no-finish`), replays (`replay-once`, `replay-loop`, `-restarted`), the "
-    "same call under fresh ids (`repeat-forever`, `poll-until-done`).",
+    "same call under fresh ids (`repeat-forever`, `poll-until-done`). With `+strict=1`, a "
+    "history whose `tool_use` and `tool_result` blocks do not pair is refused in Anthropic's "
+    "words.",
     "openapi_extra": _body(MESSAGES_REQUEST),
     "responses": {
         200: {
             "description": "a message, or its event stream",
             "content": {"application/json": {}, "text/event-stream": {}},
         },
-        400: _anthropic_error("the body is no JSON object, has no messages, or a bad option"),
+        400: _anthropic_error(
+            "the body is no JSON object, has no messages, a bad option, or (`strict=1`) an "
+            "unpaired history"
+        ),
         429: _anthropic_error("fault-429: a rate limit, with retry-after"),
         500: _anthropic_error("fault-500: a server error"),
     },
