@@ -40,7 +40,7 @@ from proxy.anthropic.texts import TextBlocks
 from proxy.anthropic.tools import ToolBlocks
 from proxy.anthropic.wire import at_index, encode, encode_raw
 from proxy.core.decide import ResponseIds
-from proxy.core.errors import ReplayLoopDetected, UpstreamStreamError
+from proxy.core.errors import CallBoundExceeded, ReplayLoopDetected, UpstreamStreamError
 from proxy.core.framing import Event, EventReader
 from proxy.core.guard import Replay
 from proxy.core.nonjson import NonJsonRule, read_object
@@ -124,7 +124,7 @@ class AnthropicStream:
                 self.notes.append(DeltaRepaired(kind="message_stop", detail="added"))
                 try:
                     self._finish()
-                except ReplayLoopDetected as exc:
+                except (ReplayLoopDetected, CallBoundExceeded) as exc:
                     self._broken(exc)
             self.phase = StreamPhase.DONE
         return self._output.take()
@@ -146,13 +146,16 @@ class AnthropicStream:
                 self._event(data, other)
                 if self.phase is StreamPhase.DONE:
                     break
-        except ReplayLoopDetected as exc:
+        except (ReplayLoopDetected, CallBoundExceeded) as exc:
             self._broken(exc)
         return self.phase is StreamPhase.STREAMING
 
-    def _broken(self, exc: ReplayLoopDetected) -> None:
-        """The breaker (SPEC §5): nothing more is sent."""
-        self.error = exc
+    def _broken(self, exc: ReplayLoopDetected | CallBoundExceeded) -> None:
+        """The breaker (SPEC §5), or a call past its bound (§6: `broken`): nothing more is sent."""
+        if isinstance(exc, CallBoundExceeded):
+            self._non_json.broken = exc
+        else:
+            self.error = exc
         self.phase = StreamPhase.DONE
 
     def _event(self, data: bytes | None, other: tuple[bytes, ...]) -> None:

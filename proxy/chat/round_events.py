@@ -32,7 +32,7 @@ from proxy.chat.choices import Choices
 from proxy.chat.continuation import Carry, Continuation, FollowupNeeded, RoundContent
 from proxy.chat.head import HeadGate, shows_nothing
 from proxy.core.decide import ResponseIds
-from proxy.core.errors import ReplayLoopDetected, UpstreamStreamError
+from proxy.core.errors import CallBoundExceeded, ReplayLoopDetected, UpstreamStreamError
 from proxy.core.jsontext import dumps
 from proxy.core.nonjson import NonJsonRule, read_object
 from proxy.core.notes import Note
@@ -153,7 +153,11 @@ class RoundEvents:
             raise StreamStateError(f"no {step.name} step from {self.phase.name}")
         self.phase = phase
 
-    def _trip(self, exc: ReplayLoopDetected, out: list[bytes]) -> None:
+    def _trip(self, exc: ReplayLoopDetected | CallBoundExceeded, out: list[bytes]) -> None:
+        if isinstance(exc, CallBoundExceeded):  # SPEC §6: broken, as by a line inside a call
+            self._non_json.broken = exc
+            self._go(_BREAK)
+            return
         self.error = exc
         self._go(_TRIP)
         out.append(exc.sse_bytes())
@@ -171,7 +175,7 @@ class RoundEvents:
                 self._parsed_event(event[6:-2], (), out, event)
             else:
                 self._parsed_chunk(chunk, b"", (), out, event)
-        except ReplayLoopDetected as exc:
+        except (ReplayLoopDetected, CallBoundExceeded) as exc:
             self._trip(exc, out)
         return out
 
@@ -184,7 +188,7 @@ class RoundEvents:
                 if phase is _DONE or phase is _FAILED:
                     break
                 self._event(event, out, refused)
-        except ReplayLoopDetected as exc:
+        except (ReplayLoopDetected, CallBoundExceeded) as exc:
             self._trip(exc, out)
         return out
 

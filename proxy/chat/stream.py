@@ -27,7 +27,7 @@ from proxy.chat.lane import FragmentLane
 from proxy.chat.round_events import RoundEvents, StreamPhase, StreamStateError
 from proxy.chat.sse_scan import CONTENT, MARKUP, PLAIN, USAGE, event_at, run_end, scan
 from proxy.core.decide import ResponseIds
-from proxy.core.errors import ReplayLoopDetected
+from proxy.core.errors import CallBoundExceeded, ReplayLoopDetected
 from proxy.core.framing import whole_events
 from proxy.core.jsoncomplete import is_complete_json
 from proxy.core.sse import DONE_EVENT, SSEDecoder, SSEEvent
@@ -150,7 +150,7 @@ class StreamSanitizer(RoundEvents):
         if self.phase is _STREAMING or self.phase is _FOLLOWUP:
             try:
                 out += self._close()
-            except ReplayLoopDetected as exc:  # a call held to the end was a looping replay
+            except (ReplayLoopDetected, CallBoundExceeded) as exc:  # a looping replay, a bound
                 self._trip(exc, out)
         return self._head.release(out, self.error is not None)
 

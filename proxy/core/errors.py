@@ -90,6 +90,12 @@ class UpstreamStreamError(UpstreamError):
     code = "upstream_stream_error"
 
 
+class CallBoundExceeded(UpstreamStreamError):
+    """SPEC §6: a tool call's arguments, or the calls of one response, went past their bound
+    (proxy/core/bounds.py) as they arrived. The stream core stops reading and the client's
+    stream ends with `upstream_stream_error`, as for a broken upstream."""
+
+
 # SPEC §5, §8: the `type` of the error event that ends a Chat Completions stream at a replay
 # loop once bytes went out (its code and message stay the loop's). qwen-code continues a stream
 # cut by an error event without an HTTP status whenever the response carried a request id, as

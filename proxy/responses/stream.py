@@ -32,7 +32,7 @@ from enum import Enum, auto
 from typing import Any
 
 from proxy.core.decide import ResponseIds
-from proxy.core.errors import ReplayLoopDetected, UpstreamStreamError
+from proxy.core.errors import CallBoundExceeded, ReplayLoopDetected, UpstreamStreamError
 from proxy.core.framing import Event, EventReader
 from proxy.core.guard import Replay
 from proxy.core.nonjson import NonJsonRule, read_object
@@ -171,7 +171,7 @@ class ResponsesStream:
         elif self.phase is StreamPhase.STREAMING:
             try:
                 self._completed({"type": "response.completed"}, out)
-            except ReplayLoopDetected as exc:
+            except (ReplayLoopDetected, CallBoundExceeded) as exc:
                 self._broken(exc)
         return out
 
@@ -209,7 +209,7 @@ class ResponsesStream:
                 self._event(data, other, out)
                 if self.phase is not StreamPhase.STREAMING:
                     break
-        except ReplayLoopDetected as exc:
+        except (ReplayLoopDetected, CallBoundExceeded) as exc:
             self._broken(exc)
 
     def _event(self, data: bytes | None, other: tuple[bytes, ...], out: list[bytes]) -> None:
@@ -257,9 +257,12 @@ class ResponsesStream:
     def broken(self) -> UpstreamStreamError | None:
         return self._non_json.broken
 
-    def _broken(self, exc: ReplayLoopDetected) -> None:
-        """The breaker (SPEC §5): nothing more is sent."""
-        self.error = exc
+    def _broken(self, exc: ReplayLoopDetected | CallBoundExceeded) -> None:
+        """The breaker (SPEC §5), or a call past its bound (§6: `broken`): nothing more is sent."""
+        if isinstance(exc, CallBoundExceeded):
+            self._non_json.broken = exc
+        else:
+            self.error = exc
         self._go(StreamPhase.FAILED)
 
     def _dispatch(self, event: dict[str, Any], out: list[bytes]) -> None:
