@@ -6,12 +6,15 @@ while its client id cannot be decided, then sent as the canonical events: one
 `RoundCalls` routes the upstream's call events to their call, decides each call's id once it
 can (decide.py: a replay is dropped and kept for the follow-up, a duplicate dropped) and
 numbers what the client gets. Calls recovered from a message's text come in here too.
+The round's calls are bounded (SPEC §6, `proxy.core.bounds`): one past the bound breaks the
+round (`CallBoundExceeded`), as one call's arguments past theirs do (calls.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from proxy.core.bounds import check_calls
 from proxy.core.decide import ResponseIds
 from proxy.core.notes import DeltaRepaired, Note
 from proxy.responses.calls import CallItem
@@ -29,10 +32,12 @@ class RoundCalls:
         self.notes = notes
         self.calls: dict[object, CallItem] = {}
         self.replayed: list[dict[str, Any]] = []  # the replayed calls' items, in order
+        self.started = 0  # calls the round started (one added again at its index counts too)
 
     def added(self, upstream: object, item: dict[str, Any], out: list[bytes]) -> None:
         """A call's `output_item.added`."""
         call = self.calls[upstream] = CallItem.start(item)
+        self._count(call)
         self.advance(call, out)
 
     def event(self, call: CallItem, kind: str, event: dict[str, Any], out: list[bytes]) -> None:
@@ -61,6 +66,7 @@ class RoundCalls:
 
     def done(self, call: CallItem, item: object, out: list[bytes]) -> None:
         """The call's `output_item.done`: its whole item, as the upstream last described it."""
+        self._count(call)  # the stream core adds a call first seen done
         if isinstance(item, dict):
             call.update_item(item)
             call.add_whole(item.get(call.key))
@@ -78,8 +84,16 @@ class RoundCalls:
         for n, item in enumerate(calls):
             key = ("text", upstream, n)
             call = self.calls[key] = CallItem.start(item)
+            self._count(call)
             call.closed = call.item_done = call.complete = True
             self.advance(call, out)
+
+    def _count(self, call: CallItem) -> None:
+        """SPEC §6: one call more for the round's bound, the first time it is seen."""
+        if not call.counted:
+            call.counted = True
+            self.started += 1
+            check_calls(self.started)
 
     def streamed(self) -> list[Streamed]:
         """The calls the client received in this round, as the upstream named them."""

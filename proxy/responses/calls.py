@@ -13,6 +13,11 @@ Every field of the item but its ids and its text reaches the client as the upstr
 (QUIRKS.md). Only where the upstream sent no status for an event the proxy writes (an added
 event for a call first seen done, a done event for a call it never ended, a recovered call)
 does the proxy say where the item stands.
+
+The text grows by fragments kept in a list, and whether it is complete yet is asked of an
+incremental scanner (`JsonCompleteness`) after a fragment that ends in a closing bracket: each
+character is looked at a bounded number of times, so the work stays linear in the text's
+length however it is cut (SPEC §6). Its length is bounded (`proxy.core.bounds`).
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from proxy.core.bounds import check_arguments
 from proxy.core.ids import normalize_raw_id
-from proxy.core.jsoncomplete import is_complete_json
+from proxy.core.jsoncomplete import JsonCompleteness, Progress, is_complete_json
 from proxy.core.jsontext import dumps
 
 # Per item kind: the key of its text, its delta event and its done event.
@@ -42,6 +48,8 @@ _GRAMMAR = {
 # The upstream sent no `status` for this stage of the item.
 NO_STATUS: Final = object()
 
+_CLOSING = ("}", "]")  # only after one of these can a text have become complete JSON
+
 
 def is_call_item(item: object) -> bool:
     return isinstance(item, dict) and item.get("type") in _GRAMMAR
@@ -56,7 +64,15 @@ def is_call_event(kind: str) -> bool:
 @dataclass(slots=True)
 class CallItem:
     item: dict[str, Any]  # as the upstream last described it
-    text: str = ""  # the arguments (or custom input) so far
+    # The arguments (or custom input) so far, in pieces (`text` joins them) and their length.
+    _parts: list[str] = field(default_factory=list)
+    _length: int = 0
+    # Whether the arguments are complete JSON, fed each piece once (`_unscanned` waits for
+    # a piece that ends in a closing bracket).
+    _json: JsonCompleteness = field(default_factory=JsonCompleteness)
+    _unscanned: list[str] = field(default_factory=list)
+    # Characters joined, compared or parsed beyond the scanner's own count (`work`).
+    examined: int = 0
     complete: bool = False  # the text is whole enough to decide on (complete JSON, or closed)
     closed: bool = False  # the upstream said the text is whole (`.done`, the item's end)
     item_done: bool = False  # the upstream ended the item (or the round ended)
@@ -69,6 +85,7 @@ class CallItem:
     done_sent: bool = False
     item_sent: bool = False
     dropped: bool = False
+    counted: bool = False  # counted among the round's calls (SPEC §6's bound)
     extra: list[dict[str, Any]] = field(default_factory=list)  # other events while held
     # The `status` of the upstream's added item and of its final description (NO_STATUS:
     # none sent), each kept for the client's event of that stage (SPEC §8).
@@ -91,7 +108,29 @@ class CallItem:
             call.text = whole
             call.echo = 0
             call.complete = call.kind == "function_call" and is_complete_json(whole)
+            call._unscanned.append(whole)
         return call
+
+    @property
+    def text(self) -> str:
+        """The whole text so far (its pieces joined once, then kept as one)."""
+        parts = self._parts
+        if len(parts) > 1:
+            self.examined += self._length
+            self._parts = parts = ["".join(parts)]
+        return parts[0] if parts else ""
+
+    @text.setter
+    def text(self, value: str) -> None:
+        check_arguments(len(value))
+        self._parts = [value] if value else []
+        self._length = len(value)
+
+    @property
+    def work(self) -> int:
+        """Characters examined for the text so far, all steps together (tests check that it
+        stays linear in the text's length)."""
+        return self.examined + self._json.examined
 
     @property
     def kind(self) -> str:
@@ -140,20 +179,51 @@ class CallItem:
         """A fragment; a repeat of text already known, or a final flush of all of it, adds
         only what is new (SPEC §4)."""
         if self.echo >= 0:
+            # No fragment was added while deltas echo: the text is the one piece `start` set.
+            self.examined += len(delta)
             if self.text.startswith(delta, self.echo):
                 self.echo += len(delta)
                 return
             self.echo = -1
-        if self.text and delta.startswith(self.text) and is_complete_json(delta):
-            delta = delta[len(self.text) :]
-        self.text += delta
-        if self.kind == "function_call" and not self.complete:
-            self.complete = is_complete_json(self.text)
+        if self._is_flush(delta):
+            delta = delta[self._length :]
+        if not delta:
+            return
+        check_arguments(self._length + len(delta))
+        self._parts.append(delta)
+        self._length += len(delta)
+        if self.kind != "function_call" or self.complete:
+            return
+        self._unscanned.append(delta)
+        # Only after a closing bracket can the text have become complete: the scan catches
+        # up then, over the pieces it has not seen (each character once).
+        if self._json.state is not Progress.NEVER and delta.rstrip()[-1:] in _CLOSING:
+            self._scan()
+
+    def _is_flush(self, delta: str) -> bool:
+        """A fragment that is on its own complete JSON and starts with all the text so far."""
+        if not self._length or len(delta) < self._length:
+            return False  # cannot start with all of it: neither is looked at
+        self.examined += len(delta)
+        return delta.startswith(self.text) and is_complete_json(delta)
+
+    def _scan(self) -> None:
+        unscanned = self._unscanned
+        pending = unscanned[0] if len(unscanned) == 1 else "".join(unscanned)
+        self._unscanned = []
+        if self._json.feed(pending) is not Progress.CLOSED:
+            return
+        self.examined += self._length
+        if is_complete_json(self.text):
+            self.complete = True
+        else:
+            self._json.give_up()
 
     def add_whole(self, whole: object) -> None:
         """The whole text from a `.done` or the item's end: it completes the call; what it adds
         beyond the fragments (all of it when none came) becomes the call's text."""
-        if isinstance(whole, str) and whole.startswith(self.text):
+        if isinstance(whole, str) and len(whole) >= self._length and whole.startswith(self.text):
+            self.examined += len(whole)
             self.text = whole
         elif isinstance(whole, dict):
             self.add_whole(dumps(whole).decode())
@@ -174,9 +244,25 @@ class CallItem:
                 self.item[key] = value
 
     def unsent(self) -> str:
-        piece = self.text[self.sent :]
-        self.sent = len(self.text)
-        return piece
+        """The text the client lacks (`text[sent:]`), taken from the last pieces only."""
+        missing = self._length - self.sent
+        self.sent = self._length
+        if missing <= 0:
+            return ""
+        parts = self._parts
+        if len(parts) == 1:
+            return parts[0][-missing:]
+        pieces: list[str] = []
+        at = len(parts)
+        need = missing
+        while need > 0:
+            at -= 1
+            pieces.append(parts[at])
+            need -= len(parts[at])
+        pieces.reverse()
+        piece = pieces[0] if len(pieces) == 1 else "".join(pieces)
+        self.examined += len(piece)
+        return piece[-missing:] if need else piece
 
     def client_item(self, *, done: bool) -> dict[str, Any]:
         """The item as the client sees it: its ids, all its text once it is done, and the
