@@ -8,6 +8,11 @@ Rules (SPEC §4):
   argument fragments. The header waits only until its client id can be decided (SPEC §2): a
   raw id, or complete arguments, or the choice's end; a possible replay or in-response
   duplicate waits for complete arguments.
+
+The work per delta does not grow with the number of calls (SPEC §6): a call of a raw id that
+another call of it, still streaming, keeps from being decided is set aside under that raw id
+(`_blocked`) and decided again when that call's arguments complete, instead of every pending
+call being looked at after every fragment.
 """
 
 from __future__ import annotations
@@ -35,17 +40,32 @@ _DELIVER = Verdict.DELIVER
 class ChoiceCalls:
     """Routes one choice's tool-call deltas to slots and emits them in OpenAI's shape."""
 
-    __slots__ = ("_by_index", "_notes", "_response", "_router", "ids", "index", "slots")
+    __slots__ = (
+        "_blocked",
+        "_by_index",
+        "_notes",
+        "_response",
+        "_router",
+        "_streaming",
+        "ids",
+        "index",
+        "slots",
+    )
 
     def __init__(self, index: int, ids: ChoiceIds, response: ResponseIds, notes: list[Note]):
         self.index = index
         self.ids = ids
         self._response = response
         self._notes = notes
-        self._router = CallRouter(notes)
+        self._router = CallRouter(notes, response)
         # The router's own list and dict (it adds the calls): read here without a hop.
         self.slots = self._router.slots
         self._by_index = self._router.by_index
+        # raw id -> its delivered calls whose arguments were not complete then (the ones
+        # still streaming hold back later calls of their raw id, SPEC §2.4)
+        self._streaming: dict[str, list[CallSlot]] = {}
+        # raw id -> complete calls held back by a call of it still streaming (ordered set)
+        self._blocked: dict[str, dict[CallSlot, None]] = {}
 
     def take(self, raw: object) -> list[dict[str, Any]]:
         """A delta's `tool_calls`: the deltas the client receives for them."""
@@ -88,6 +108,7 @@ class ChoiceCalls:
             or not slot.flushes_close
             or not fragment
             or fragment.rstrip()[-1:] in CLOSING
+            or slot.exceeds_bound(fragment)  # the general path breaks the round (SPEC §6)
         ):
             return False
         slot.add_open_fragment(fragment)
@@ -176,17 +197,28 @@ class ChoiceCalls:
 
     def _grow(self, slot: CallSlot, fragment: str, out: list[dict[str, Any]]) -> None:
         """`fragment` (what is left of it after a flush) joins `slot`'s arguments."""
+        completes = False
         if fragment:
+            completes = not slot.complete
             slot.add_arguments(fragment)
+            completes = completes and slot.complete
             if slot.state is _LIVE:
                 out.append({"index": slot.client_index, "function": {"arguments": fragment}})
         if slot.state is _PENDING and (slot.complete or not slot.waits):
             self._try_header(slot, out, finishing=False)
-        if fragment and slot.complete and slot.raw_id is not None:
+        elif completes and slot.state is _LIVE and slot.raw_id is not None:
             # Later calls of this raw id waited for this one's arguments (SPEC §2.4).
-            for other in self.slots:
-                if other.state is _PENDING and other.raw_id == slot.raw_id:
-                    self._try_header(other, out, finishing=False)
+            self._release(slot.raw_id, out)
+
+    def _release(self, raw_id: str, out: list[dict[str, Any]]) -> None:
+        """A streaming call of `raw_id` completed: the calls it held back are decided again,
+        in the order they started (another call of it still streaming holds them again)."""
+        blocked = self._blocked.pop(raw_id, None)
+        if blocked is None:
+            return
+        for other in sorted(blocked, key=_started):
+            if other.state is _PENDING:
+                self._try_header(other, out, finishing=False)
 
     def _merge_identity(self, slot: CallSlot, delta: ToolDelta) -> None:
         """SPEC §4: the first real id wins; id and name are sent once."""
@@ -221,6 +253,8 @@ class ChoiceCalls:
             return
         slot.state = _LIVE
         slot.client_index = decision.index
+        if not slot.complete and slot.raw_id is not None:
+            self._streaming.setdefault(slot.raw_id, []).append(slot)
         if decision.reason is not None:
             self._notes.append(
                 IdRewritten(
@@ -251,16 +285,24 @@ class ChoiceCalls:
             return False
         # SPEC §2.4: a second call of a raw id is compared with the first once both are
         # complete; parallel calls may interleave, so the first may still be streaming.
-        return raw_id is None or not any(
-            other is not slot
-            and other.raw_id == raw_id
-            and other.state is _LIVE
-            and not other.complete
-            for other in self.slots
-        )
+        if raw_id is None:
+            return True
+        streaming = self._streaming.get(raw_id)
+        if not streaming:
+            return True
+        # The complete ones are forgotten as they are met: each is looked at once more.
+        streaming[:] = [other for other in streaming if not other.complete]
+        if any(other is not slot for other in streaming):
+            self._blocked.setdefault(raw_id, {})[slot] = None
+            return False
+        return True
 
     def _note(self, kind: str) -> None:
         self._notes.append(DeltaRepaired(kind=kind))
+
+
+def _started(slot: CallSlot) -> int:
+    return slot.order
 
 
 def merge_fragments(deltas: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -4,6 +4,7 @@ Calls are told apart by `(choice, index)`; the fallbacks for servers that number
 otherwise are one small method each: a missing index, an index no call has, several calls at
 one index, a complete call's index reused. They change as servers are met that number calls
 in new ways, apart from what a call's deltas do once routed (`ChoiceCalls`, calls.py).
+Each call started counts towards the response's bound (SPEC §6, `ResponseIds.count_call`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from proxy.chat.slot import CallSlot, SlotState
+from proxy.core.decide import ResponseIds
 from proxy.core.notes import DeltaRepaired, Note
 
 # Enum members read through their class cost an EnumType.__getattr__ call each on Python 3.11.
@@ -31,13 +33,17 @@ class CallRouter:
     """A choice's calls in the order they started (`slots`) and by upstream index
     (`by_index`): ChoiceCalls reads the same list and dict, which only the router adds to."""
 
-    __slots__ = ("_last", "_notes", "by_index", "slots")
+    __slots__ = ("_last", "_notes", "_open", "_response", "by_index", "slots")
 
-    def __init__(self, notes: list[Note]) -> None:
+    def __init__(self, notes: list[Note], response: ResponseIds) -> None:
         self._notes = notes
+        self._response = response
         self.slots: list[CallSlot] = []
         self.by_index: dict[int, CallSlot] = {}
         self._last: CallSlot | None = None
+        # The calls not yet seen complete, in order (an ordered set: `_only_open` drops the
+        # complete ones it meets, so each call is looked at there once after it completes).
+        self._open: dict[CallSlot, None] = {}
 
     def route(self, delta: ToolDelta) -> CallSlot:
         index = delta.upstream_index
@@ -49,8 +55,10 @@ class CallRouter:
         return self._at_taken_index(delta, index, slot)
 
     def new_slot(self, index: int | None) -> CallSlot:
-        slot = CallSlot()
+        self._response.count_call()
+        slot = CallSlot(len(self.slots))
         self.slots.append(slot)
+        self._open[slot] = None
         self._last = slot
         if index is not None:
             self.by_index[index] = slot
@@ -99,8 +107,23 @@ class CallRouter:
         return slot.complete and bool(delta.fragment) and not slot.is_flush(delta.fragment)
 
     def _only_open(self) -> CallSlot | None:
-        open_slots = [slot for slot in self.slots if not slot.complete]
-        return open_slots[0] if len(open_slots) == 1 else None
+        """The one call not complete yet, if exactly one is: at most two open calls are
+        looked at, and each complete one once (then forgotten), whatever the number of
+        calls (a walk over all of them per delta was quadratic in the calls)."""
+        found: CallSlot | None = None
+        complete: list[CallSlot] = []
+        two = False
+        for slot in self._open:
+            if slot.complete:
+                complete.append(slot)
+            elif found is None:
+                found = slot
+            else:
+                two = True
+                break
+        for slot in complete:
+            del self._open[slot]
+        return None if two else found
 
     def _remap(self, index: int, slot: CallSlot) -> CallSlot:
         self._note("index_remapped")

@@ -3,6 +3,8 @@
 A call is *open* until its arguments form a complete JSON value (`jsoncomplete`), decided
 incrementally so that the work stays linear in the arguments' length: the scan catches up
 only after a fragment that ends in a closing bracket, over the fragments it has not seen.
+The arguments' length is bounded (SPEC §6, `proxy.core.bounds`): a fragment that would take
+them past it breaks the round (`CallBoundExceeded`) and is not kept.
 `ChoiceCalls` (calls.py) routes deltas to slots and decides their headers.
 """
 
@@ -12,6 +14,7 @@ from enum import Enum, auto
 
 import orjson
 
+from proxy.core.bounds import CALL_ARGUMENTS_LIMIT, check_arguments
 from proxy.core.decide import UNPARSED
 from proxy.core.jsoncomplete import JsonCompleteness, Progress, is_complete_json
 
@@ -43,13 +46,15 @@ class CallSlot:
         "complete",
         "examined",
         "name_",
+        "order",
         "raw_id",
         "state",
         "value",
         "waits",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, order: int = 0) -> None:
+        self.order = order  # its place among its choice's calls, in the order they started
         self.raw_id: str | None = None
         self.name_: str | None = None
         self._parts: list[str] = []
@@ -86,12 +91,14 @@ class CallSlot:
         return self._parts[0] if self._parts else ""
 
     def set_arguments(self, text: str) -> None:
+        check_arguments(len(text))
         self._parts = [text]
         self._length = len(text)
         self.value = UNPARSED
 
     def add_arguments(self, fragment: str) -> None:
         if self.complete:  # what follows complete arguments is kept, not scanned
+            check_arguments(self._length + len(fragment))
             self._parts.append(fragment)
             self._length += len(fragment)
             self.value = UNPARSED  # they changed: parsed again when decided
@@ -117,10 +124,15 @@ class CallSlot:
         """`add_arguments` without its completeness check, for a fragment of open arguments
         that ends in no closing bracket (the caller has looked): it cannot complete them, so
         the scan waits for a later one."""
+        check_arguments(self._length + len(fragment))
         self._parts.append(fragment)
         self._length += len(fragment)
         if self._json.state is not _NEVER:
             self._unscanned.append(fragment)
+
+    def exceeds_bound(self, fragment: str) -> bool:
+        """Would `fragment` take the arguments past their bound (SPEC §6)?"""
+        return self._length + len(fragment) > CALL_ARGUMENTS_LIMIT
 
     @property
     def flushes_close(self) -> bool:

@@ -8,6 +8,11 @@ under which id:
    collides with nothing, else a turn-scoped `call_{turn}_{idx}_{hex8}` is minted (four
    random hex digits per choice, then four of the raw id's digest).
 `idx` is the call's position among the calls the client receives in its choice.
+
+The work stays linear in the number of calls: a call is compared with the earlier calls of
+its raw id through a set of their fingerprints, each taken once (when a later call of that
+raw id is first compared with it: by then its arguments are complete, SPEC §2.4). Every call
+a stream starts is counted (`count_call`) against the response's bound (SPEC §6).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Protocol
 
+from proxy.core.bounds import check_calls
 from proxy.core.guard import GuardState, Replay
 from proxy.core.ids import (
     REASON_COLLISION,
@@ -102,6 +108,8 @@ class ChoiceIds:
     # with the same raw id is complete (they may still be streaming when delivered)
     raw_calls: dict[str, list[CallLike]]
     replays: list[Replay]
+    # raw id -> the fingerprints of its first calls in raw_calls, and how many those are
+    raw_keys: dict[str, tuple[set[tuple[str, str]], int]]
 
     # Written out (init=False), the defaults here only: mypyc compiles this one; the
     # one dataclasses generates would stay Python.
@@ -116,6 +124,19 @@ class ChoiceIds:
         self.delivered = delivered
         self.raw_calls = {} if raw_calls is None else raw_calls
         self.replays = [] if replays is None else replays
+        self.raw_keys = {}
+
+    def earlier_call(self, raw_id: str, key: tuple[str, str]) -> bool:
+        """SPEC §2.4: was a call of this raw id and fingerprint delivered before? The
+        fingerprints of calls not yet compared are taken now, once each."""
+        calls = self.raw_calls.get(raw_id)
+        if not calls:
+            return False
+        keys, taken = self.raw_keys.get(raw_id) or (set(), 0)
+        for earlier in calls[taken:]:
+            keys.add((earlier.name, canonical_arguments(earlier.arguments_text())))
+        self.raw_keys[raw_id] = (keys, len(calls))
+        return key in keys
 
 
 # finish_reasons that mean "the model stopped" after it delivered calls; "" is what some
@@ -154,6 +175,13 @@ class ResponseIds:
         self._choices: dict[int, ChoiceIds] = {}
         self._response_ids: set[str] = set()  # client ids given out in this response
         self._replays_seen: set[str] = set()
+        self.calls_started = 0  # the calls a stream started (SPEC §6's bound)
+
+    def count_call(self) -> None:
+        """A stream started one more call: past the bound on calls per response, the round
+        breaks (`CallBoundExceeded`, SPEC §6)."""
+        self.calls_started += 1
+        check_calls(self.calls_started)
 
     def choice(self, index: int) -> ChoiceIds:
         ids = self._choices.get(index)
@@ -192,9 +220,8 @@ class ResponseIds:
                 ids.replays.append(replay)
                 self.guard.note_replay(replay, key, self._replays_seen)
                 return Decision(_REPLAY, reason=match.form)
-            for earlier in ids.raw_calls.get(raw_id, ()):
-                if (earlier.name, canonical_arguments(earlier.arguments_text())) == key:
-                    return Decision(_DUPLICATE, reason=REASON_DUPLICATE)
+            if ids.earlier_call(raw_id, key):
+                return Decision(_DUPLICATE, reason=REASON_DUPLICATE)
         index = ids.delivered
         ids.delivered += 1
         if raw_id is not None:
