@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.core.decide import Decision
-from proxy.core.jsoncomplete import is_complete_json
+from proxy.core.jsoncomplete import JsonCompleteness, Progress, is_complete_json
 from proxy.core.jsontext import dumps
 from proxy.core.notes import IdRewritten
 from proxy.core.textcalls import TextCallScanner
@@ -37,10 +37,16 @@ class ToolBlock:
     parts: list[str] = field(default_factory=list)
     repeats: list[str] = field(default_factory=list)  # deltas after a whole input
     extra: dict[str, Any] = field(default_factory=dict)  # other keys of the block, kept
+    received: int = 0  # characters in `parts` (or `repeats`): bounded (SPEC §6)
     held: bool = False
     index: int = -1  # the client's block index once delivered; -1 while held or if dropped
     sent_input: bool = False  # some input reached the client
     decision: Decision | None = None
+    # Whether `parts` form one complete JSON object or array, each part fed once (asked for
+    # every line that is not JSON: joining and parsing them each time was quadratic).
+    _json: JsonCompleteness = field(default_factory=JsonCompleteness)
+    _scanned: int = 0  # the parts fed to `_json`
+    _parses: bool = False  # the text `_json` found closed parses
 
     @staticmethod
     def from_start(block: dict[str, Any], raw_id: str | None) -> ToolBlock:
@@ -55,8 +61,21 @@ class ToolBlock:
         return tool
 
     def input_complete(self) -> bool:
-        """Its input is a complete JSON value (sent whole, or its deltas so far form one)."""
-        return self.whole is not None or is_complete_json("".join(self.parts))
+        """Its input is complete: sent whole, or its deltas so far form one JSON object or
+        array (`jsoncomplete`: a top-level scalar is complete only at the block's end)."""
+        if self.whole is not None:
+            return True
+        parts, scanned, json = self.parts, self._scanned, self._json
+        if scanned < len(parts):
+            closed = json.state is Progress.CLOSED
+            for part in parts[scanned:]:
+                json.feed(part)
+            self._scanned = len(parts)
+            if not closed and json.state is Progress.CLOSED:
+                self._parses = is_complete_json("".join(parts))
+                if not self._parses:
+                    json.give_up()
+        return json.state is Progress.CLOSED and self._parses
 
     def arguments_text(self) -> str:
         if self.whole is not None:

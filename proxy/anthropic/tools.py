@@ -5,6 +5,8 @@ Each delivered block reaches the client as one `content_block_start` with `input
 `content_block_stop`. An input sent whole in `content_block_start` becomes one delta, and
 deltas that repeat it are dropped; a block without input gets `{}`. A block that may be a
 replay or an in-response duplicate is held until its input is complete, then decided.
+A block's input and the round's blocks are bounded (SPEC §6, `proxy.core.bounds`): past a
+bound the round breaks (`CallBoundExceeded`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from proxy.anthropic.blocks import ToolBlock
 from proxy.anthropic.output import RoundOutput
+from proxy.core.bounds import check_arguments
 from proxy.core.decide import ResponseIds, Verdict
 from proxy.core.ids import canonical_arguments, normalize_raw_id
 from proxy.core.notes import DeltaRepaired
@@ -31,7 +34,7 @@ class ToolBlocks:
 
     def start(self, block: dict[str, Any]) -> ToolBlock:
         raw_id = normalize_raw_id(block.get("id"))
-        tool = ToolBlock.from_start(block, raw_id)
+        tool = self._counted(ToolBlock.from_start(block, raw_id))
         if tool.whole is not None:
             note = DeltaRepaired(kind="whole_input", detail="moved into a delta")
             self._output.notes.append(note)
@@ -45,7 +48,7 @@ class ToolBlocks:
         """A tool_use block that arrived whole inside `message_start`: decided at once (its
         input is complete) and kept in place with its client id, or None when it is a
         replay or a duplicate the client must not see."""
-        tool = ToolBlock.from_start(block, normalize_raw_id(block.get("id")))
+        tool = self._counted(ToolBlock.from_start(block, normalize_raw_id(block.get("id"))))
         decision = self._ids.decide(self._choice, tool.raw_id, tool)
         tool.decision = decision
         if decision.verdict is not Verdict.DELIVER:
@@ -65,6 +68,8 @@ class ToolBlocks:
         part = delta.get("partial_json")
         if not isinstance(part, str):
             return  # null or missing adds nothing
+        tool.received += len(part)
+        check_arguments(tool.received)
         if tool.whole is not None:
             tool.repeats.append(part)
             return
@@ -93,8 +98,15 @@ class ToolBlocks:
         """A call found in the text: a tool_use block of its own, decided whole."""
         self._output.notes.append(DeltaRepaired(kind="text_tool_call", detail=call.format))
         tool = ToolBlock(normalize_raw_id(call.raw_id), call.name, whole=call.arguments)
-        self._deliver(tool)
+        self._deliver(self._counted(tool))
         self.close(tool)
+
+    def _counted(self, tool: ToolBlock) -> ToolBlock:
+        """SPEC §6: one block more for the round's bound, its whole input within its own."""
+        self._ids.count_call()
+        if tool.whole is not None:
+            check_arguments(len(tool.whole))
+        return tool
 
     def _deliver(self, tool: ToolBlock) -> None:
         """Decide the call's client id (SPEC §2) and send its start with what input it has."""
