@@ -31,8 +31,9 @@ REWRITE_REASONS: tuple[str, ...] = (
 # CallDropped.reason: an in-response duplicate, a replay (SPEC §5), a blocked repeat (SPEC §10).
 DROP_REASONS: tuple[str, ...] = ("duplicate_in_response", "replay", "repeat")
 
-# DeltaRepaired.kind, of every surface (a kind one surface never emits stays at 0 there).
-REPAIR_KINDS: tuple[str, ...] = (
+# DeltaRepaired.kind of the repairs made to the response the client receives, of every surface
+# (a kind one surface never emits stays at 0 there): toolcall_proxy_deltas_repaired_total.
+DELTA_REPAIR_KINDS: tuple[str, ...] = (
     # Chat Completions (proxy/chat)
     "arguments_flush",
     "empty_arguments",
@@ -60,7 +61,12 @@ REPAIR_KINDS: tuple[str, ...] = (
     "whole_input",
     # OpenAI Responses (proxy/responses)
     "arguments_after_done",
-    # Requests the upstream accepts, every surface (SPEC §11, proxy/core/request_repair.py)
+)
+
+# DeltaRepaired.kind of the repairs made to the request the upstream receives, every surface
+# and bridge (SPEC §11, proxy/core/request_repair.py): toolcall_proxy_requests_repaired_total,
+# the log line's `request_repairs` and the response's x-toolcall-proxy-repaired header.
+REQUEST_REPAIR_KINDS: tuple[str, ...] = (
     "missing_result",
     "result_moved",
     "orphan_result",
@@ -69,6 +75,10 @@ REPAIR_KINDS: tuple[str, ...] = (
     "history_arguments",
     "tool_schema",
 )
+REQUEST_REPAIRS: frozenset[str] = frozenset(REQUEST_REPAIR_KINDS)
+
+# Every DeltaRepaired.kind, of either direction.
+REPAIR_KINDS: tuple[str, ...] = DELTA_REPAIR_KINDS + REQUEST_REPAIR_KINDS
 
 # The repeat guard's actions (SPEC §10): a note added, a call answered, a loop stopped.
 REPEAT_ACTIONS: tuple[str, ...] = ("note", "blocked", "stopped")

@@ -29,7 +29,14 @@ from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from proxy.core.errors import ProxyError
-from proxy.core.note_labels import DROP_REASONS, REPAIR_KINDS, REPEAT_ACTIONS, REWRITE_REASONS
+from proxy.core.note_labels import (
+    DELTA_REPAIR_KINDS,
+    DROP_REASONS,
+    REPEAT_ACTIONS,
+    REQUEST_REPAIR_KINDS,
+    REQUEST_REPAIRS,
+    REWRITE_REASONS,
+)
 from proxy.core.notes import CallDropped, DeltaRepaired, IdRewritten, Note, RepeatNoted, explain
 from proxy.core.surfaces import SURFACES
 
@@ -84,7 +91,19 @@ class Metrics:
         self.deltas_repaired = _Counter(
             "toolcall_proxy_deltas_repaired", "Stream shapes repaired", ("kind", "surface")
         )
-        for counter in (self.ids_rewritten, self.calls_dropped, self.deltas_repaired):
+        # SPEC §11: requests repaired before they left, one per request and kind (a request
+        # with two calls left unanswered counts once under missing_result).
+        self.requests_repaired = _Counter(
+            "toolcall_proxy_requests_repaired",
+            "Requests repaired before they reached the upstream",
+            ("kind", "surface"),
+        )
+        for counter in (
+            self.ids_rewritten,
+            self.calls_dropped,
+            self.deltas_repaired,
+            self.requests_repaired,
+        ):
             r.register(counter)
         self.replays_answered = Counter(
             "toolcall_proxy_replays_answered",
@@ -133,8 +152,10 @@ class Metrics:
                 self.ids_rewritten.labels(reason, surface)
             for reason in DROP_REASONS:
                 self.calls_dropped.labels(reason, surface)
-            for kind in REPAIR_KINDS:
+            for kind in DELTA_REPAIR_KINDS:
                 self.deltas_repaired.labels(kind, surface)
+            for kind in REQUEST_REPAIR_KINDS:
+                self.requests_repaired.labels(kind, surface)
             self.replays_answered.labels(surface)
             self.breaker_trips.labels(surface)
             for action in REPEAT_ACTIONS:
@@ -143,6 +164,8 @@ class Metrics:
             self.upstream_errors.labels(kind)
 
     def record_notes(self, notes: Iterable[Note], surface: str) -> None:
+        """Each decision in its counter; the request's repairs (SPEC §11) are not counted here
+        but per request, by `requests_repaired_once`."""
         for note in notes:
             match note:
                 case IdRewritten():
@@ -154,9 +177,15 @@ class Metrics:
                     elif note.reason == "repeat":
                         self.repeats.labels("blocked", surface).inc()
                 case DeltaRepaired():
-                    self.deltas_repaired.labels(note.kind, surface).inc()
+                    if note.kind not in REQUEST_REPAIRS:
+                        self.deltas_repaired.labels(note.kind, surface).inc()
                 case RepeatNoted():
                     self.repeats.labels("note", surface).inc()
+
+    def requests_repaired_once(self, kinds: Iterable[str], surface: str) -> None:
+        """SPEC §11: one request repaired, under each kind of repair it needed."""
+        for kind in kinds:
+            self.requests_repaired.labels(kind, surface).inc()
 
     def stream_failed(self, log: RequestLog, error: ProxyError) -> None:
         """A response that broke after its head went out: counted, and named in the log line."""
@@ -410,6 +439,17 @@ def uvicorn_log_config() -> dict[str, Any]:
     }
 
 
+def request_repair_kinds(notes: Iterable[Note]) -> list[str]:
+    """The kinds of the request's repairs (SPEC §11) among `notes`, each once, in the order
+    they were made."""
+    kinds: list[str] = []
+    for note in notes:
+        kind = note.kind if isinstance(note, DeltaRepaired) else ""
+        if kind in REQUEST_REPAIRS and kind not in kinds:
+            kinds.append(kind)
+    return kinds
+
+
 def log_decisions(request_id: str, notes: Iterable[Note]) -> None:
     if LOGGER.isEnabledFor(logging.DEBUG):
         for note in notes:
@@ -469,6 +509,14 @@ class RequestLog:
                 f.setdefault("repeat", "note")  # SPEC §10: the strongest action stands
             else:
                 f["repairs"] += 1
+
+    def request_repaired(self, kinds: list[str]) -> list[str]:
+        """SPEC §11: the line's `request_repairs` gains these kinds; returns the ones it did
+        not list yet."""
+        listed: list[str] = self.fields.setdefault("request_repairs", [])
+        new = [kind for kind in kinds if kind not in listed]
+        listed += new
+        return new
 
     def mark_response_end(self) -> None:
         """The client's response is complete, though the request's work may go on (reading

@@ -97,6 +97,7 @@ class ExchangeHandler:
         inspector = self.report.inspector  # SPEC §12: references only, summarized at the end
         if inspector is not None:
             inspector.opened(req.log, raw, exchange.upstream_request)
+        self.report.opened(req, exchange)  # before the answer's head names the repairs
         response = await self._open(req, exchange.upstream_request)
         try:
             writer = client_writer(req, send, response, exchange)

@@ -13,7 +13,7 @@ from proxy.core.guard import Replay
 from proxy.core.notes import Note
 from proxy.core.surface_codec import Exchange
 from proxy.ops.inspector import Inspector
-from proxy.ops.observability import LOGGER, Metrics, log_decisions
+from proxy.ops.observability import LOGGER, Metrics, log_decisions, request_repair_kinds
 
 if TYPE_CHECKING:
     from proxy.server.exchange_handler import ExchangeRequest
@@ -26,11 +26,21 @@ class ExchangeReporter:
         self.metrics = metrics
         self.inspector: Inspector | None = None  # SPEC §12, set by the app when it is on
 
+    def opened(self, req: ExchangeRequest, exchange: Exchange) -> None:
+        """What the exchange decided before any round: the request's repairs (SPEC §11) and
+        the repeat guard's note, reported before the answer's head, which names the repairs
+        (`x-toolcall-proxy-repaired`, from the log line's `request_repairs`)."""
+        self.record(req, exchange)
+
     def notes(self, req: ExchangeRequest, notes: list[Note]) -> None:
         if notes:
             if self.inspector is not None:
                 self.inspector.notes(req.log, notes)
-            self.metrics.record_notes(notes, req.codec.surface.label)
+            surface = req.codec.surface.label
+            self.metrics.record_notes(notes, surface)
+            kinds = request_repair_kinds(notes)
+            if kinds:  # SPEC §11: each request once per kind
+                self.metrics.requests_repaired_once(req.log.request_repaired(kinds), surface)
             req.log.count(notes)
             log_decisions(req.request_id, notes)
             notes.clear()

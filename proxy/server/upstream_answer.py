@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from proxy.server.exchange_handler import ExchangeRequest
 
 DROPPED_HEADER = b"x-toolcall-proxy-dropped-tools"
+# SPEC §11: the kinds of repair the request needed before it left, on the answer's head.
+REPAIRED_HEADER = b"x-toolcall-proxy-repaired"
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
     (b"cache-control", b"no-cache"),
@@ -48,7 +50,9 @@ def client_writer(
         headers = headers_without(response.headers, _EVENT_STREAM_DROP)
         return EventStreamWriter(
             send,
-            with_request_id([*SSE_HEADERS, *headers, *_dropped(exchange)], req.request_id),
+            with_request_id(
+                [*SSE_HEADERS, *headers, *_dropped(exchange), *repaired(req)], req.request_id
+            ),
             render=exchange.stream_error,
             loop_in_stream=req.codec.loop_in_stream,
         )
@@ -57,7 +61,7 @@ def client_writer(
         return MessageWriter(
             send,
             response.status_code,
-            with_request_id([*headers, *_dropped(exchange)], req.request_id),
+            with_request_id([*headers, *_dropped(exchange), *repaired(req)], req.request_id),
         )
     return None
 
@@ -89,7 +93,9 @@ async def _translated_error(
     except UPSTREAM_FAILURES as exc:
         raise upstream_failure(exc, streaming_body=True) from None
     body = render(status, raw.replace(key.encode(), REDACTED) if key else raw)
-    headers = with_request_id([(b"content-type", b"application/json")], req.request_id)
+    headers = with_request_id(
+        [(b"content-type", b"application/json"), *repaired(req)], req.request_id
+    )
     await send_bytes(send, status, body, headers)
     _count_upstream_error(metrics, status)
     return status
@@ -102,9 +108,8 @@ async def _relay(
     the route's upstream key, redacted from a non-2xx body that echoes it."""
     key = req.route.upstream_key
     send = redacting(send, [key.encode()] if key else [])
-    failure = await relay(
-        response, send, client_response_headers(response.headers, keep_length=False)
-    )
+    headers = client_response_headers(response.headers, keep_length=False)
+    failure = await relay(response, send, [*headers, *repaired(req)])
     if failure is not None:
         metrics.stream_failed(req.log, failure)
         return response.status_code
@@ -117,6 +122,15 @@ def _count_upstream_error(metrics: Metrics, status: int) -> None:
         metrics.upstream_errors.labels(f"status_{status}").inc()
 
 
+def repaired(req: ExchangeRequest) -> list[tuple[bytes, bytes]]:
+    """SPEC §11: the kinds of repair the request needed (the log line's `request_repairs`,
+    reported before the answer), named to the client; none when it went as it came."""
+    kinds = req.log.fields.get("request_repairs")
+    if not kinds:
+        return []
+    return [(REPAIRED_HEADER, ",".join(kinds).encode())]
+
+
 def _dropped(exchange: Exchange) -> list[tuple[bytes, bytes]]:
     """SPEC §9: what a bridge left out of the upstream request, named to the client."""
     if not exchange.dropped:
@@ -124,4 +138,11 @@ def _dropped(exchange: Exchange) -> list[tuple[bytes, bytes]]:
     return [(DROPPED_HEADER, ", ".join(exchange.dropped).encode())]
 
 
-__all__ = ["DROPPED_HEADER", "SSE_HEADERS", "client_writer", "refuse"]
+__all__ = [
+    "DROPPED_HEADER",
+    "REPAIRED_HEADER",
+    "SSE_HEADERS",
+    "client_writer",
+    "refuse",
+    "repaired",
+]

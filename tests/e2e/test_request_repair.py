@@ -77,10 +77,8 @@ def test_a_strict_upstream_refuses_the_history_and_the_proxy_repairs_it(
     assert "no result was recorded" in sent[4]["content"].lower()
     assert sent[6]["role"] == "user" and sent[6]["content"].endswith("output of a compacted call")
     for kind in ("missing_result", "orphan_result"):
-        line = f'toolcall_proxy_deltas_repaired_total{{kind="{kind}",surface="chat_completions"}}'
-        assert any(
-            row.startswith(line) and not row.endswith(" 0.0") for row in metrics.splitlines()
-        )
+        line = f'toolcall_proxy_requests_repaired_total{{kind="{kind}",surface="chat_completions"}}'
+        assert line + " 2.0" in metrics.splitlines()  # each request once, under each kind
 
 
 def test_request_repair_off_sends_the_history_as_the_client_wrote_it(

@@ -20,7 +20,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.config.load import Route, Settings
-from proxy.core.note_labels import DROP_REASONS, REPAIR_KINDS, REPEAT_ACTIONS, REWRITE_REASONS
+from proxy.core.note_labels import (
+    DELTA_REPAIR_KINDS,
+    DROP_REASONS,
+    REPEAT_ACTIONS,
+    REQUEST_REPAIR_KINDS,
+    REWRITE_REASONS,
+)
 from proxy.core.surfaces import SURFACES
 from proxy.ops.observability import UPSTREAM_ERROR_KINDS, Metrics
 from proxy.server.app import ProxyApp
@@ -45,6 +51,7 @@ REQUIRED: dict[str, tuple[str, set[str]]] = {
     "toolcall_proxy_requests": ("counter", {"route", "status", "stream", "surface"}),
     "toolcall_proxy_ids_rewritten": ("counter", {"reason", "surface"}),
     "toolcall_proxy_deltas_repaired": ("counter", {"kind", "surface"}),
+    "toolcall_proxy_requests_repaired": ("counter", {"kind", "surface"}),
     "toolcall_proxy_replays_answered": ("counter", {"surface"}),
     "toolcall_proxy_breaker_trips": ("counter", {"surface"}),
     "toolcall_proxy_repeats": ("counter", {"action", "surface"}),
@@ -307,6 +314,10 @@ SOME_ZERO_SERIES = (
         {"kind": "finish_reason", "surface": "chat_completions"},
     ),
     ("toolcall_proxy_deltas_repaired_total", {"kind": "stop_reason", "surface": "responses"}),
+    (
+        "toolcall_proxy_requests_repaired_total",
+        {"kind": "missing_result", "surface": "anthropic_messages"},
+    ),
     ("toolcall_proxy_upstream_errors_total", {"kind": "upstream_stream_error"}),
     ("toolcall_proxy_upstream_errors_total", {"kind": "status_429"}),
 )
@@ -331,7 +342,8 @@ def _known_series() -> set[tuple[str, tuple[tuple[str, str], ...]]]:
     by_surface = {
         "toolcall_proxy_ids_rewritten_total": ("reason", REWRITE_REASONS),
         "toolcall_proxy_calls_dropped_total": ("reason", DROP_REASONS),
-        "toolcall_proxy_deltas_repaired_total": ("kind", REPAIR_KINDS),
+        "toolcall_proxy_deltas_repaired_total": ("kind", DELTA_REPAIR_KINDS),
+        "toolcall_proxy_requests_repaired_total": ("kind", REQUEST_REPAIR_KINDS),
         "toolcall_proxy_repeats_total": ("action", REPEAT_ACTIONS),
     }
     known = {
