@@ -105,8 +105,10 @@ dist/.built: pyproject.toml setup.py $(NATIVE) $(COMPILED) tools/backend/toolcal
 	@touch $@
 
 # The compiled wheel installed in a virtualenv of its own (with the dev extra), and the
-# end-to-end tests run against it (tests/wheel checks every listed module arrived compiled):
-# `--import-mode=append` and PYTHONSAFEPATH make `proxy` the installed wheel's, not the tree's.
+# end-to-end, core, surface and bridge tests run against it (tests/wheel checks every listed
+# module arrived compiled; compiled code checks types at run time, so the build that ships is
+# the build these suites hold to the contract): `--import-mode=append` and PYTHONSAFEPATH make
+# `proxy` the installed wheel's, not the tree's.
 WHEEL_VENV := .venv-wheel
 # What `make run` does from a source tree is `make test`'s to prove, not the wheel's.
 TREE_ONLY := tests/e2e/test_cli_serve.py::test_make_run_serves_the_builtin_provider \
@@ -117,7 +119,8 @@ wheel-test: dist/.built
 	@$(WHEEL_VENV)/bin/python -m pip install -q --upgrade pip
 	$(WHEEL_VENV)/bin/python -m pip install -q "$$(ls dist/toolcall_proxy-*.whl)[dev]"
 	PYTHONSAFEPATH=1 $(WHEEL_VENV)/bin/pytest --import-mode=append -p no:cacheprovider \
-		$(foreach test,$(TREE_ONLY),--deselect $(test)) tests/wheel tests/e2e $(PYTEST_ARGS)
+		$(foreach test,$(TREE_ONLY),--deselect $(test)) tests/wheel tests/e2e \
+		tests/core tests/chat tests/anthropic tests/responses tests/bridge $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(WHEEL_VENV) dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

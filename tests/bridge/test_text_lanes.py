@@ -42,7 +42,8 @@ def _responses_outcome(reads: list[bytes]) -> tuple[object, ...]:
 
 def _anthropic_outcome(reads: list[bytes]) -> tuple[object, ...]:
     played = play(new_exchange(ANTHROPIC_REQUEST), [b"".join(reads)], pieces=lambda _: reads)
-    return played.client, played.followups, played.loop, played.broken
+    broken = None if played.broken is None else str(played.broken.error)
+    return played.client, played.followups, played.loop, broken
 
 
 def _responses_fed(reads: list[bytes]) -> bytes:

@@ -64,12 +64,12 @@ def chat_tool(arguments: str, *, header: bool) -> JSON:
     return {"tool_calls": [call]}
 
 
-def chat_text(bad: bytes) -> list[bytes]:
+def chat_text(bad: bytes, first: str = FIRST, second: str = SECOND) -> list[bytes]:
     return [
         chat_chunk({"role": "assistant", "content": ""}),
-        chat_chunk({"content": FIRST}),
+        chat_chunk({"content": first}),
         bad,
-        chat_chunk({"content": SECOND}),
+        chat_chunk({"content": second}),
         chat_chunk({}, "stop"),
         b"data: [DONE]\n\n",
     ]
@@ -114,14 +114,14 @@ def anthropic_end(reason: str) -> list[bytes]:
     ]
 
 
-def anthropic_text(bad: bytes) -> list[bytes]:
+def anthropic_text(bad: bytes, first: str = FIRST, second: str = SECOND) -> list[bytes]:
     block = {"type": "text", "text": ""}
     return [
         anthropic_start(),
         anthropic_event({"type": "content_block_start", "index": 0, "content_block": block}),
-        anthropic_delta({"type": "text_delta", "text": FIRST}),
+        anthropic_delta({"type": "text_delta", "text": first}),
         bad,
-        anthropic_delta({"type": "text_delta", "text": SECOND}),
+        anthropic_delta({"type": "text_delta", "text": second}),
         *anthropic_end("end_turn"),
     ]
 
@@ -156,17 +156,17 @@ def responses_completed() -> bytes:
     return responses_event("response.completed", response={**response, "status": "completed"})
 
 
-def responses_text(bad: bytes) -> list[bytes]:
+def responses_text(bad: bytes, first: str = FIRST, second: str = SECOND) -> list[bytes]:
     item = {"type": "message", "id": "msg_1", "role": "assistant", "content": []}
     ref = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
     return [
         *responses_head(),
         responses_event("response.output_item.added", output_index=0, item=item),
         responses_event("response.content_part.added", **ref, part={"type": "output_text"}),
-        responses_event("response.output_text.delta", **ref, delta=FIRST),
+        responses_event("response.output_text.delta", **ref, delta=first),
         bad,
-        responses_event("response.output_text.delta", **ref, delta=SECOND),
-        responses_event("response.output_text.done", **ref, text=FIRST + SECOND),
+        responses_event("response.output_text.delta", **ref, delta=second),
+        responses_event("response.output_text.done", **ref, text=first + second),
         responses_completed(),
     ]
 
@@ -214,7 +214,7 @@ def responses_request() -> JSON:
 Stream = Callable[..., list[bytes]]
 # name -> (codec, request, text stream, call stream, where the call's arguments are open,
 # where they are complete: the indexes at which the bad line is inserted)
-PAIRINGS: dict[str, tuple[SurfaceCodec, JSON, Callable[[bytes], list[bytes]], Stream, int, int]] = {
+PAIRINGS: dict[str, tuple[SurfaceCodec, JSON, Stream, Stream, int, int]] = {
     "chat": (CHAT_CODEC, chat_request(), chat_text, chat_call, 2, 3),
     "anthropic": (ANTHROPIC_CODEC, anthropic_request(), anthropic_text, anthropic_call, 3, 4),
     "responses": (RESPONSES_CODEC, responses_request(), responses_text, responses_call, 4, 5),
@@ -363,3 +363,25 @@ def test_a_comment_is_never_moved_ahead_of_a_held_first_event(pairing: str) -> N
         out = client_bytes(pairing, [body[:at], body[at:]] if at else [body])[0]
         comment = out.index(b": 42\n\n")
         assert out.index(FIRST_EVENT_MARKS[pairing]) <= comment < out.index(FIRST.encode())
+
+
+# Leaked markup the text-call scanner holds: a whole message that is one JSON call, and a
+# Hermes block. A line lost inside either would change the call it becomes.
+LEAKED = {
+    "whole message": ('{"name": "bash", "arguments": {"command": "rm -rf build', '/cache-x"}}'),
+    "hermes block": (
+        'Sure. <tool_call>{"name": "bash", "arguments": {"command": "rm -rf build',
+        '/cache-x"}}</tool_call>',
+    ),
+}
+
+
+@pytest.mark.parametrize("leak", sorted(LEAKED))
+@pytest.mark.parametrize("pairing", sorted(PAIRINGS))
+def test_a_broken_line_inside_leaked_markup_ends_the_stream(pairing: str, leak: str) -> None:
+    first, second = LEAKED[leak]
+    body = b"".join(PAIRINGS[pairing][2](BROKEN_LINES["truncated"], first, second))
+    out, exchange, broken = client_bytes(pairing, [body])
+    assert broken
+    assert b"cache-x" not in out and b"rm -rf build" not in out, "the held markup stays held"
+    assert exchange.report()[1] == 0

@@ -106,7 +106,10 @@ def play(
         events: list[Any] = []
         for piece in (pieces or (lambda b: [b]))(body):
             events.extend(exchange.feed(piece))
-            if any(isinstance(e, Forward | OpenFollowup | LoopDetected) for e in events):
+            if any(
+                isinstance(e, Forward | OpenFollowup | LoopDetected | UpstreamBroken)
+                for e in events
+            ):
                 break
         else:
             events.extend(exchange.end())
