@@ -10,6 +10,9 @@ configures it (the JSON request line at the default level, info), written to /de
     python -m bench.inprocess [KIND] --profile           cProfile of N requests, top 30
     python -m bench.inprocess [KIND] --instructions      instructions per request
     python -m bench.inprocess [KIND] --floor ...          the same without the proxy
+    python -m bench.inprocess [KIND] --inspect on ...     with the inspector on (SPEC §12;
+                                                          `content`: --inspect-content on too;
+                                                          `watched`: a page open on its feed)
 
 KIND is nothing (a small non-streaming request), `--stream` (200 content deltas) or
 `--stream-toolcall` (200 content deltas, then a Kimi-style tool call whose id the proxy
@@ -118,7 +121,9 @@ def _request(
     return one
 
 
-async def _run(kind: str, requests: int, profile: bool, floor: bool = False) -> float:
+async def _run(
+    kind: str, requests: int, profile: bool, floor: bool = False, inspect: str = "off"
+) -> float:
     port = free_port()
     upstream = asyncio.create_task(serve("127.0.0.1", port))
     for _ in range(200):  # until the upstream listens (bounded: 2 s)
@@ -132,13 +137,19 @@ async def _run(kind: str, requests: int, profile: bool, floor: bool = False) -> 
     if floor:
         return await _measure(_floor_request(port, _body(kind)), requests, profile, upstream)
     route = Route(name="bench", upstream=f"http://127.0.0.1:{port}/v1")
-    settings = Settings(routes=(route,))
+    settings = Settings(
+        routes=(route,),
+        inspect="off" if inspect == "off" else "on",
+        inspect_content=inspect == "content",
+    )
     configure_logging(settings.log_level)  # as `serve` does: one JSON line per request
     # Line-buffered, as Python opens stderr (where `serve` logs) unless told otherwise.
     with open(os.devnull, "w", buffering=1) as sink:
         for handler in LOGGER.handlers:
             cast(logging.StreamHandler[Any], handler).setStream(sink)
         app = create_app(settings)
+        if inspect == "watched":  # a page open on the feed: every exchange summarized at its end
+            cast(Any, app).inspector.subscribe()
         await _check(app, kind)
         one = _request(app, _body(kind))
         return await _measure(one, requests, profile, upstream)
@@ -205,10 +216,11 @@ async def _check(app: Any, kind: str) -> None:
         raise RuntimeError(f"unexpected answer to the {KINDS[kind]}: {answer[-400:]!r}")
 
 
-def _instructions(kind: str, requests: int, floor: bool = False) -> int:
+def _instructions(kind: str, requests: int, floor: bool = False, inspect: str = "off") -> int:
     """Instructions per request: callgrind totals at N and 3N requests, differenced."""
     flags = [] if kind == "small" else ["--stream" if kind == "stream" else "--stream-toolcall"]
     flags += ["--floor"] if floor else []
+    flags += ["--inspect", inspect]
     return per_unit(lambda n: ["bench.inprocess", "--requests", str(n), *flags], requests)
 
 
@@ -261,17 +273,24 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="no proxy: the same request by the proxy's transport, straight to the upstream",
     )
+    parser.add_argument(
+        "--inspect",
+        choices=("off", "on", "content", "watched"),
+        default="off",
+        help="the inspector (SPEC §12): off, on, on with content, or on with a page watching",
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--profile", action="store_true", help="cProfile, top 30 by own time")
     mode.add_argument("--instructions", action="store_true", help="callgrind, per request")
     args = parser.parse_args(argv)
     kind = kind_of(args)
     what = f"{KINDS[kind]}{' without the proxy (--floor)' if args.floor else ''}"
+    what += f" (inspector {args.inspect})" if args.inspect != "off" else ""
     if args.instructions:
-        count = _instructions(kind, min(args.requests, 100), args.floor)
+        count = _instructions(kind, min(args.requests, 100), args.floor, args.inspect)
         print(f"instructions per {what}: {count:,}")
         return 0
-    cpu_us = uvloop.run(_run(kind, args.requests, args.profile, args.floor))
+    cpu_us = uvloop.run(_run(kind, args.requests, args.profile, args.floor, args.inspect))
     print(f"CPU per {what}: {cpu_us:.0f} us (app, client, transport and upstream)")
     return 0
 

@@ -21,6 +21,9 @@ TEXT_CHARS = 2000
 NAME_CHARS = 200
 # A body larger than this is not parsed for the inspector: its size is shown instead.
 MAX_PARSED_BYTES = 4 * 1024 * 1024
+# The newest messages kept of one history at most (the older ones are counted): what an
+# exchange changed is in its last turns, and a long agent history costs no more.
+MAX_MESSAGES = 64
 
 Part = dict[str, Any]
 
@@ -160,7 +163,8 @@ def summarize(raw: bytes, content: bool, budget: int) -> dict[str, Any]:
     history = _history(body)
     kept: list[dict[str, Any]] = []
     spent = 0
-    for position in range(len(history) - 1, -1, -1):  # newest first, while they fit
+    oldest = max(0, len(history) - MAX_MESSAGES)
+    for position in range(len(history) - 1, oldest - 1, -1):  # newest first, while they fit
         message = _message(history[position], content)
         message["at"] = position
         size = len(orjson.dumps(message))
@@ -182,13 +186,3 @@ def summarize(raw: bytes, content: bool, budget: int) -> dict[str, Any]:
     if system is not None:
         summary["system"] = _text_part("text", system, content)
     return summary
-
-
-def call_names(summary: dict[str, Any]) -> list[str]:
-    """The names of the calls a summary's messages hold."""
-    names = []
-    for message in summary.get("messages", ()):
-        for part in message["parts"]:
-            if part["kind"] == "call" and part.get("name"):
-                names.append(part["name"])
-    return names

@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from itertools import islice
 from typing import Any
 
 import orjson
@@ -23,8 +24,8 @@ import orjson
 from proxy.core.errors import RepeatLoopDetected, ReplayLoopDetected
 from proxy.core.guard import Replay
 from proxy.core.notes import CallDropped, DeltaRepaired, IdRewritten, Note, RepeatNoted, explain
-from proxy.ops.inspect_summary import call_names, short, summarize
-from proxy.ops.observability import RequestLog
+from proxy.ops.inspect_summary import short, summarize
+from proxy.ops.observability import LOGGER, RequestLog
 
 # The repairs made to the request the upstream receives (SPEC §11); every other repair is
 # made to the response the client receives.
@@ -67,30 +68,97 @@ _LOG_FIELDS = (
 
 
 class _Capture:
-    """What one exchange's report points handed over, until its request ends."""
+    """What one exchange's report points handed over: the two request bodies (references),
+    and its notes, replays answered and loops stopped (the objects, as they were reported;
+    turned into what the page shows only when it is asked for)."""
 
-    __slots__ = ("decisions", "names", "raw", "upstream")
+    __slots__ = ("items", "raw", "upstream")
 
     def __init__(self, raw: bytes, upstream: bytes) -> None:
         self.raw = raw
         self.upstream = upstream
-        self.decisions: list[dict[str, Any]] = []
-        self.names: set[str] = set()
+        self.items: list[Note | Replay | ReplayLoopDetected] = []
 
-    def add(self, decision: dict[str, Any], name: object = None) -> None:
-        if len(self.decisions) < MAX_DECISIONS:
-            self.decisions.append(decision)
-        if name is not None:
-            self.names.add(short(name) or "")
+    def add(self, items: Iterable[Note | Replay | ReplayLoopDetected]) -> None:
+        room = MAX_DECISIONS - len(self.items)
+        if room > 0:
+            self.items.extend(islice(items, room))
 
 
 class _Entry:
-    __slots__ = ("detail", "row", "seq")
+    """One exchange in the ring, as captured until the page asks: its row when a page lists
+    it (the decisions turned into words: cheap), its detail when a page opens it (the request
+    bodies summarized: the costly part, done at the end of the exchange only for bodies too
+    large for the ring to keep, see `Inspector.finish`)."""
 
-    def __init__(self, seq: int, row: bytes, detail: bytes) -> None:
+    __slots__ = ("_decisions", "_detail", "_row", "capture", "fields", "seq", "ts")
+
+    def __init__(self, seq: int, fields: dict[str, Any], capture: _Capture) -> None:
         self.seq = seq
-        self.row = row
-        self.detail = detail
+        self.ts = round(time.time(), 3)
+        self.fields = fields
+        self.capture: _Capture | None = capture
+        self._decisions: list[dict[str, Any]] | None = None
+        self._row = b""
+        self._detail = b""
+
+    def row(self, inspector: Inspector) -> bytes:
+        if not self._row:
+            self._guarded(self._build_row)
+        return self._row
+
+    def detail(self, inspector: Inspector) -> bytes:
+        if not self._detail:
+            self._guarded(lambda: self._build_detail(inspector))
+        return self._detail
+
+    def _guarded(self, build: Callable[[], None]) -> None:
+        try:
+            build()
+        except Exception:  # a bug of the inspector's reaches neither a request nor the page
+            LOGGER.exception(
+                "the inspector could not summarize an exchange",
+                extra={"fields": {"request_id": self.fields.get("request_id")}},
+            )
+            self._row = self._row or orjson.dumps(_row(self.seq, self.ts, self.fields, [], []))
+            self._detail = orjson.dumps({"row": orjson.loads(self._row), "failed": True})
+            self.capture = None
+
+    def _decided(self) -> list[dict[str, Any]]:
+        if self._decisions is None:
+            items = self.capture.items if self.capture is not None else []
+            self._decisions = [_decision(item) for item in items]
+        return self._decisions
+
+    def _build_row(self) -> None:
+        """The row: the log line's facts and the decisions; the tool names are those of the
+        calls the proxy decided something about (rewrote, dropped, answered, stopped)."""
+        items = self.capture.items if self.capture is not None else []
+        names = sorted({short(name) or "" for item in items if (name := _name_of(item))})
+        self._row = orjson.dumps(_row(self.seq, self.ts, self.fields, self._decided(), names))
+
+    def _build_detail(self, inspector: Inspector) -> None:
+        row = orjson.loads(self.row(inspector))
+        capture = self.capture or _Capture(b"", b"")
+        budget = inspector.exchange_bytes * 2 // 5  # each side of the request, then decisions
+        client = summarize(capture.raw, inspector.content, budget)
+        upstream = (
+            client
+            if capture.upstream == capture.raw  # sent as it came (a memcmp, then no parse)
+            else summarize(capture.upstream, inspector.content, budget)
+        )
+        decisions = self._decided()
+        kept = _bounded(decisions, inspector.exchange_bytes // 5)
+        detail = {
+            "row": row,
+            "log": {key: _plain(self.fields[key]) for key in _LOG_FIELDS if key in self.fields},
+            "content": inspector.content,
+            "decisions": kept,
+            "decisions_omitted": len(decisions) - len(kept),
+            "request": {"client": client, "upstream": upstream},
+        }
+        self._detail = orjson.dumps(detail, default=str)
+        self.capture = None  # the bodies go: only the bounded summary stays
 
 
 class Feed:
@@ -138,58 +206,34 @@ class Inspector:
     def notes(self, log: RequestLog, notes: Iterable[Note]) -> None:
         capture = self._open.get(id(log))
         if capture is not None:
-            for note in notes:
-                capture.add(_decision(note), getattr(note, "name", None))
+            capture.add(notes)
 
     def answered(self, log: RequestLog, replays: Iterable[Replay]) -> None:
         capture = self._open.get(id(log))
-        if capture is None:
-            return
-        for replay in replays:
-            what = "repeated call" if replay.repeat else "replay"
-            capture.add(
-                {
-                    "kind": "repeat_answered" if replay.repeat else "replay_answered",
-                    "direction": "response",
-                    "before": f"{what} of {short(replay.name)} id {short(replay.raw_id)}",
-                    "after": "not sent: answered by the proxy (a follow-up round)",
-                    "note": f"matched the {replay.form}"
-                    + (
-                        f"; the client knows it as {short(replay.client_id)}"
-                        if replay.client_id
-                        else ""
-                    ),
-                },
-                replay.name,
-            )
+        if capture is not None:
+            capture.add(replays)
 
     def tripped(self, log: RequestLog, error: ReplayLoopDetected) -> None:
         capture = self._open.get(id(log))
-        if capture is None:
-            return
-        repeat = isinstance(error, RepeatLoopDetected)
-        capture.add(
-            {
-                "kind": "repeat_stopped" if repeat else "loop_stopped",
-                "direction": "response",
-                "before": f"{'repeat' if repeat else 'replay'} of {short(error.tool_name)} "
-                f"id {short(error.raw_id)}",
-                "after": f"error {error.error_type} ({error.code})",
-                "note": error.reason,
-            },
-            error.tool_name,
-        )
+        if capture is not None:
+            capture.add((error,))
 
     def finish(self, log: RequestLog) -> None:
-        """The request ended (its log line is written): the exchange joins the ring."""
+        """The request ended (its log line is written): the exchange joins the ring. Its row
+        is built now if a page is watching; its request bodies are summarized now only if they
+        are larger than what the ring may keep of one exchange, otherwise when a page opens it."""
         capture = self._open.pop(id(log), None)
         if capture is None:
             return  # not an exchange (passed through, or refused before it began)
         self._seq += 1
-        entry = self._entry(self._seq, log.fields, capture)
+        entry = _Entry(self._seq, log.fields.copy(), capture)
         self.ring.append(entry)
-        for feed in self._feeds:
-            feed.push(entry.row)
+        if len(capture.raw) + len(capture.upstream) > self.exchange_bytes:
+            entry.detail(self)  # not kept: summarized now, within the bound
+        if self._feeds:
+            row = entry.row(self)
+            for feed in self._feeds:
+                feed.push(row)
 
     # -- what the page reads -------------------------------------------------------------------
 
@@ -197,7 +241,7 @@ class Inspector:
         """A live feed, and the rows already in the ring (oldest first)."""
         feed = Feed(self.size)
         self._feeds.add(feed)
-        return feed, [entry.row for entry in self.ring]
+        return feed, [entry.row(self) for entry in self.ring]
 
     def unsubscribe(self, feed: Feed) -> None:
         self._feeds.discard(feed)
@@ -207,27 +251,13 @@ class Inspector:
         if not self.ring:
             return None
         at = seq - self.ring[0].seq
-        return self.ring[at].detail if 0 <= at < len(self.ring) else None
+        return self.ring[at].detail(self) if 0 <= at < len(self.ring) else None
 
-    # -- building an entry ---------------------------------------------------------------------
 
-    def _entry(self, seq: int, fields: dict[str, Any], capture: _Capture) -> _Entry:
-        budget = self.exchange_bytes * 2 // 5  # each side of the request; the rest: decisions
-        client = summarize(capture.raw, self.content, budget)
-        upstream = summarize(capture.upstream, self.content, budget)
-        capture.raw = capture.upstream = b""
-        names = capture.names | set(call_names(client)) | set(call_names(upstream))
-        row = _row(seq, fields, capture, sorted(names))
-        decisions = _bounded(capture.decisions, self.exchange_bytes // 5)
-        detail = {
-            "row": row,
-            "log": {key: _plain(fields[key]) for key in _LOG_FIELDS if key in fields},
-            "content": self.content,
-            "decisions": decisions,
-            "decisions_omitted": len(capture.decisions) - len(decisions),
-            "request": {"client": client, "upstream": upstream},
-        }
-        return _Entry(seq, orjson.dumps(row), orjson.dumps(detail, default=str))
+def _name_of(item: Note | Replay | ReplayLoopDetected) -> str | None:
+    if isinstance(item, ReplayLoopDetected):
+        return item.tool_name
+    return getattr(item, "name", None)
 
 
 def _plain(value: object) -> object:
@@ -239,13 +269,14 @@ def _plain(value: object) -> object:
     return short(value)
 
 
-def _row(seq: int, fields: dict[str, Any], capture: _Capture, names: list[str]) -> dict[str, Any]:
-    kinds = [d["kind"] for d in capture.decisions]
+def _row(
+    seq: int, ts: float, fields: dict[str, Any], decisions: list[dict[str, Any]], names: list[str]
+) -> dict[str, Any]:
     counts = {
         "ids_rewritten": fields.get("ids_rewritten", 0),
         "calls_dropped": fields.get("calls_dropped", 0),
         "replays_answered": fields.get("replays_answered", 0),
-        "text_calls": kinds.count("text_call_recovered"),
+        "text_calls": sum(d["kind"] == "text_call_recovered" for d in decisions),
         "repairs": fields.get("repairs", 0),
     }
     flags = {
@@ -257,7 +288,7 @@ def _row(seq: int, fields: dict[str, Any], capture: _Capture, names: list[str]) 
     changed = any(counts.values()) or any(flags.values())
     return {
         "seq": seq,
-        "ts": round(time.time(), 3),
+        "ts": ts,
         "request_id": _plain(fields.get("request_id")),
         "route": _plain(fields.get("route")),
         "surface": _plain(fields.get("surface")),
@@ -282,8 +313,37 @@ def _bounded(decisions: list[dict[str, Any]], budget: int) -> list[dict[str, Any
     return decisions
 
 
-def _decision(note: Note) -> dict[str, Any]:
-    """One note as the page shows it: what the upstream sent beside what the client got."""
+def _replay(replay: Replay) -> dict[str, Any]:
+    what = "repeated call" if replay.repeat else "replay"
+    known = f"; the client knows it as {short(replay.client_id)}" if replay.client_id else ""
+    return {
+        "kind": "repeat_answered" if replay.repeat else "replay_answered",
+        "direction": "response",
+        "before": f"{what} of {short(replay.name)} id {short(replay.raw_id)}",
+        "after": "not sent: answered by the proxy (a follow-up round)",
+        "note": f"matched the {replay.form}{known}",
+    }
+
+
+def _stopped(error: ReplayLoopDetected) -> dict[str, Any]:
+    repeat = isinstance(error, RepeatLoopDetected)
+    return {
+        "kind": "repeat_stopped" if repeat else "loop_stopped",
+        "direction": "response",
+        "before": f"{'repeat' if repeat else 'replay'} of {short(error.tool_name)} "
+        f"id {short(error.raw_id)}",
+        "after": f"error {error.error_type} ({error.code})",
+        "note": error.reason,
+    }
+
+
+def _decision(note: Note | Replay | ReplayLoopDetected) -> dict[str, Any]:
+    """One decision as the page shows it: what arrived beside what the proxy passed on (for
+    the response: what the upstream sent and what the client got)."""
+    if isinstance(note, Replay):
+        return _replay(note)
+    if isinstance(note, ReplayLoopDetected):
+        return _stopped(note)
     text = explain(note)
     match note:
         case IdRewritten():

@@ -261,10 +261,10 @@ class ProxyApp:
             if task is not None:
                 self._open.discard(task)
             duration = log.finish(status, stream=call.stream)
-            if self.inspector is not None:
-                self.inspector.finish(log)
             self.metrics.duration.observe(duration)
             self.metrics.requests.count((log.fields["route"], status, call.stream, surface))
+            if self.inspector is not None:
+                self.inspector.finish(log)
 
     def _check_length(self, declared: bytes | None) -> None:
         """SPEC §6: a body announced past the limit is refused before it is read (413)."""

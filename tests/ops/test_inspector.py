@@ -255,3 +255,32 @@ def test_the_page_is_static_and_its_data_follows_the_proxy_key_rule(served: Any)
         httpx.post(f"{server.url}/_inspect", headers={"x-toolcall-proxy-key": "k1"}).status_code
         == 405
     )
+
+
+def test_summarized_only_when_watched_or_too_large_to_keep() -> None:
+    inspector = Inspector(10, 4096, content=False)
+    _finished(inspector, 1)  # small, nobody watching: kept as it was handed over
+    assert inspector.ring[-1].capture is not None
+    large = orjson.dumps({"messages": [{"role": "user", "content": "x" * 5000}]})
+    _finished(inspector, 2, large)  # larger than the ring keeps of one: summarized at once
+    assert inspector.ring[-1].capture is None
+    feed, rows = inspector.subscribe()  # a page lists them: rows, no summary yet
+    assert len(rows) == 2 and inspector.ring[0].capture is not None
+    _finished(inspector, 3)  # a page watching: the new row goes out at the exchange's end
+    assert len(feed.rows) == 1 and inspector.ring[-1].capture is not None
+    assert b'"request"' in (inspector.detail(1) or b"")  # a page opens one: summarized then
+    assert inspector.ring[0].capture is None
+
+
+def test_a_failure_of_the_inspector_reaches_neither_request_nor_page(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(raw: bytes, content: bool, budget: int) -> dict[str, Any]:
+        raise ValueError("a bug")
+
+    monkeypatch.setattr("proxy.ops.inspector.summarize", broken)
+    inspector = Inspector(10, 64 * 1024, content=False)
+    inspector.subscribe()
+    _finished(inspector, 1)
+    detail = orjson.loads(inspector.detail(1) or b"")
+    assert detail["failed"] and detail["row"]["seq"] == 1

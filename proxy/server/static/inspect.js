@@ -320,6 +320,9 @@ function omitted(summary, side) {
 
 function exchangeView(detail) {
   const row = detail.row;
+  if (detail.failed) {
+    return [el("h2", "", `Exchange ${row.seq}`), el("p", "notice", "The inspector could not summarize this exchange (its error is in the proxy's log).")];
+  }
   const parts = [
     el("h2", "", `Exchange ${row.seq}: ${row.surface} ${row.model === null ? "" : row.model} → ${row.status}`),
     el("div", "", ...chips(row)),
