@@ -40,6 +40,22 @@ RepeatGuard = Literal["on", "note", "off"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 UpstreamApi = Literal["same", "chat_completions", "anthropic_messages", "responses"]
 InspectMode = Literal["auto", "on", "off"]
+UpstreamProfile = Literal[
+    "auto",
+    "generic",
+    "openai",
+    "anthropic",
+    "deepseek",
+    "moonshot",
+    "zhipu",
+    "minimax",
+    "qwen",
+    "gemini",
+    "mistral",
+    "vllm",
+    "ollama",
+    "llamacpp",
+]
 
 ENV_PREFIX = "TOOLCALL_PROXY_"
 Source = Literal["flag", "env", "yaml"]
@@ -202,6 +218,26 @@ OPTIONS: tuple[Option, ...] = (
         "repair what the upstream would refuse before the request leaves (SPEC §11): a call "
         "without its result answered, a result moved up to its call or kept as marked text, "
         "arguments made parseable, empty tool schemas filled",
+        scope="route",
+    ),
+    Option(
+        "upstream_profile",
+        Choice(get_args(UpstreamProfile)),
+        "auto",
+        "the upstream's provider family, whose own rules are repaired too (SPEC §11): roles, "
+        "empty content, tool schemas in its JSON Schema flavor, thinking models' reasoning, "
+        "client-only blocks; auto: from the upstream's host name (api.deepseek.com, "
+        "api.moonshot.ai, open.bigmodel.cn, ...), else from the request's model name; "
+        "generic: only the rules every upstream holds",
+        scope="route",
+    ),
+    Option(
+        "reasoning_passback",
+        Switch(),
+        False,
+        "every tool-call turn of a request that offers tools carries reasoning_content (the "
+        "client's own reasoning under another name, else an empty one), as thinking models "
+        "require; always on for the deepseek and moonshot families",
         scope="route",
     ),
     Option(

@@ -16,6 +16,7 @@ from proxy.config.options import (
     RepeatGuard,
     TextToolCalls,
     UpstreamApi,
+    UpstreamProfile,
     default,
 )
 
@@ -38,6 +39,8 @@ class Route:
     repeat_exempt: tuple[str, ...] = default("repeat_exempt")
     text_tool_calls: TextToolCalls = default("text_tool_calls")  # noqa: RUF009 -- a str
     request_repair: bool = default("request_repair")
+    upstream_profile: UpstreamProfile = default("upstream_profile")  # noqa: RUF009 -- a str
+    reasoning_passback: bool = default("reasoning_passback")
     connect_timeout: float = default("connect_timeout")
     read_timeout: float = default("read_timeout")
 

@@ -74,6 +74,11 @@ REQUEST_REPAIR_KINDS: tuple[str, ...] = (
     "result_order",
     "history_arguments",
     "tool_schema",
+    # Provider families (SPEC §11, proxy/core/families.py)
+    "reasoning_passback",
+    "role",
+    "content",
+    "client_only_block",
 )
 REQUEST_REPAIRS: frozenset[str] = frozenset(REQUEST_REPAIR_KINDS)
 

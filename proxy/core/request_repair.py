@@ -105,6 +105,20 @@ class RequestRepairs:
     def tool_schema(self, name: str) -> None:
         self._add("tool_schema", name)
 
+    # Provider families (SPEC §11, `proxy.core.families`).
+
+    def reasoning_passback(self, name: str) -> None:
+        self._add("reasoning_passback", name)
+
+    def role(self, role: str) -> None:
+        self._add("role", role)
+
+    def content(self, role: str) -> None:
+        self._add("content", role)
+
+    def client_only_block(self, kind: str) -> None:
+        self._add("client_only_block", kind)
+
     def kinds(self) -> list[str]:
         return [note.kind for note in self.notes if isinstance(note, DeltaRepaired)]
 

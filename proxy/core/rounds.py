@@ -56,6 +56,11 @@ class RouteRules:
     repeat_guard: str = "on"  # SPEC §10: on | note | off
     repeat_exempt: tuple[str, ...] = DEFAULT_EXEMPT
     request_repair: bool = True  # SPEC §11: repair what the upstream would refuse
+    # SPEC §11 provider families: the route's family (`auto`: the request's model name
+    # decides; the shell has already put the upstream host's family here where it names one)
+    # and whether tool-call turns carry their reasoning back whatever the family.
+    upstream_profile: str = "auto"
+    reasoning_passback: bool = False
 
 
 def moved(phase: ExchangePhase, to: ExchangePhase) -> ExchangePhase:

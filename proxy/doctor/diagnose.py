@@ -89,7 +89,7 @@ def diagnose(
     answered = [exchange for exchange in chat.exchanges if exchange.ok]
     views = [view_of(exchange) for exchange in answered]
     findings = observe(views)
-    settings = recommend(findings, views, model, surfaces)
+    settings = recommend(findings, views, model, surfaces, upstream)
     dialect = next(s.value for s in settings if s.name == "dialect")
     return Diagnosis(
         upstream,

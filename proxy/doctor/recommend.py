@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from proxy.chat.history import resolve_dialect
+from proxy.core.families import describe_family, family_of_host, family_of_model
 from proxy.core.surfaces import CHAT_COMPLETIONS
 from proxy.doctor.observers import Finding
 from proxy.doctor.probes import SurfaceResult
@@ -82,11 +83,22 @@ def upstream_api(surfaces: Sequence[SurfaceResult]) -> Setting:
     )
 
 
+def upstream_profile(upstream: str, model: str) -> Setting:
+    """SPEC §11: the provider family `upstream_profile: auto` detects for this upstream and
+    model, and the rules it brings on top of every upstream's."""
+    host = family_of_host(upstream)
+    family = host or family_of_model(model) or "generic"
+    source = "its host name" if host else ("the model name" if family != "generic" else "")
+    found = f"auto detects {family} from {source}" if source else "auto detects no family"
+    return Setting("upstream_profile", "auto", f"{found}: {describe_family(family, False)}")
+
+
 def recommend(
     findings: Sequence[Finding],
     views: Sequence[ResponseView],
     model: str,
     surfaces: Sequence[SurfaceResult] = (),
+    upstream: str = "",
 ) -> list[Setting]:
     codes = {finding.quirk.code for finding in findings}
     id_quirks = sorted(codes & _ID_QUIRKS)
@@ -114,4 +126,5 @@ def recommend(
             else "no calls in the text seen; auto recovers them if the tool parser fails",
         ),
         *([upstream_api(surfaces)] if surfaces else []),
+        upstream_profile(upstream, model),
     ]

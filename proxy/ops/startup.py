@@ -2,7 +2,8 @@
 
 Each line names the route, where clients reach it, the upstream (never a key: only the name
 of the variable that holds it), whether clients need a proxy key, the id dialect and policy,
-the replay guard, text tool calls and the API surfaces it repairs or passes through
+the replay guard, request repair and the upstream's provider family with the rules it brings
+(SPEC §11), text tool calls and the API surfaces it repairs or passes through
 (proxy.core.surfaces).
 """
 
@@ -12,6 +13,7 @@ import os
 
 from proxy.bridge.codecs import bridges_from
 from proxy.config.load import Route, Settings
+from proxy.core.families import describe_family, route_profile
 from proxy.core.surfaces import describe_surfaces
 
 PREFIX = "toolcall-proxy:"
@@ -53,6 +55,14 @@ def _dialect(route: Route) -> str:
     return f"dialect {route.dialect}"
 
 
+def _requests(route: Route) -> str:
+    """SPEC §11: whether requests are repaired, and under which provider family."""
+    if not route.request_repair:
+        return "request repair off"
+    profile = route_profile(route.upstream_profile, route.upstream)
+    return "request repair on, " + describe_family(profile, route.reasoning_passback)
+
+
 def _upstream_api(route: Route) -> str:
     """SPEC §9: which clients a route bridges, when its upstream speaks another API."""
     if route.upstream_api == "same":
@@ -72,7 +82,7 @@ def route_line(settings: Settings, route: Route) -> str:
         f"{route.upstream}, {_key(route)}; {_clients(settings)}; "
         f"{_upstream_api(route)}{_dialect(route)}; "
         f"ids {route.ids}; {guard}; "
-        f"repeat guard {route.repeat_guard}; "
+        f"repeat guard {route.repeat_guard}; {_requests(route)}; "
         f"text tool calls {route.text_tool_calls}; {describe_surfaces()}"
     )
 

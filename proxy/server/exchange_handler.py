@@ -28,6 +28,7 @@ from proxy.core.events import (
     OpenFollowup,
     UpstreamBroken,
 )
+from proxy.core.families import route_profile
 from proxy.core.rounds import RouteRules
 from proxy.core.sse import SSEFramingError
 from proxy.core.surface_codec import Exchange, SurfaceCodec
@@ -78,6 +79,8 @@ class ExchangeHandler:
             repeat_exempt=route.repeat_exempt,
             text_tool_calls=route.text_tool_calls == "auto",
             request_repair=route.request_repair,
+            upstream_profile=route_profile(route.upstream_profile, route.upstream),
+            reasoning_passback=route.reasoning_passback,
         )
         self._rules[id(route)] = (route, rules)
         return rules

@@ -116,7 +116,10 @@ routes:
     )
     assert "the client's Authorization is forwarded" in local
     assert "; dialect auto (kimi for models named kimi or moonshot, else passthrough); " in local
-    assert "; ids auto; replay guard off; repeat guard on; text tool calls off; " in local
+    assert "; ids auto; replay guard off; repeat guard on; " in local
+    # SPEC §11: a loopback host names no family, so each request's model name decides
+    assert "; request repair on, provider family auto (from each request's model name); " in local
+    assert "; text tool calls off; " in local
     repaired = ", ".join(s.path for s in SURFACES if s.repaired)
     passed = "".join(f"{s.path}, " for s in SURFACES if not s.repaired).removesuffix(", ")
     others = f"{passed} and every other path" if passed else "every other path"
