@@ -38,6 +38,7 @@ from proxy.simulator.profiles import (
     random_id,
     tool_call_deltas,
 )
+from proxy.simulator.providers import refusal
 
 _FINGERPRINT = "fp_toolcall_sim"
 _STREAM_FAULT_AT = 3  # stall and reset strike after the role chunk and a bit of content
@@ -374,6 +375,9 @@ class _Simulator:
         lost = _lost_reasoning(profile, body) or _unpaired(profile, body)
         if lost is not None:
             return lost
+        refused = refusal(profile.provider, body)
+        if refused is not None:  # a provider family's strict API (SPEC §11)
+            return Response(orjson.dumps(refused[1]), refused[0], media_type="application/json")
         reply = plan_reply(profile, body)
         if body.get("stream") is True:
             return self._answer(profile, reply, frames=_frames(profile, body, reply, model))

@@ -23,6 +23,8 @@ from typing import Any
 
 import orjson
 
+from proxy.simulator.providers import Provider
+
 JSON = dict[str, Any]
 
 
@@ -137,6 +139,9 @@ class Profile:
     # messages right after their assistant message, or whose tool message answers no call of
     # the message before it (SPEC §11: the proxy repairs such histories).
     strict: int = 0
+    # A provider family's strict API (SPEC §11): refuse what that provider refuses, in its
+    # words (`proxy.simulator.providers`).
+    provider: Provider = Provider.NONE
 
 
 OPTIONS = (
@@ -152,6 +157,7 @@ OPTIONS = (
     # (`kimi-chat-only+replay=once`: a Chat-only thinking Kimi that replays, SPEC §9's bridges).
     "replay",
     "replay_id",
+    "provider",
 )
 LEAK_FORMATS = (
     "kimi",
