@@ -24,6 +24,7 @@ from proxy.anthropic.wire import encode, error_event
 from proxy.core.decide import ResponseIds
 from proxy.core.errors import ProxyError, ReplayLoopDetected
 from proxy.core.exchange import FollowupRecord, MessageAnswer, RoundExchange
+from proxy.core.families import request_family
 from proxy.core.guard import GuardState
 from proxy.core.jsontext import dumps
 from proxy.core.ledger import HistoryFacts
@@ -121,7 +122,12 @@ class AnthropicExchange(RoundExchange):
         entropy: Callable[[int], bytes] = os.urandom,
     ):
         translated = translate_messages(
-            body, rules.dialect, rules.repeat_guard, rules.repeat_exempt, rules.request_repair
+            body,
+            rules.dialect,
+            rules.repeat_guard,
+            rules.repeat_exempt,
+            rules.request_repair,
+            request_family(rules, body),
         )
         super().__init__(
             AnthropicGrammar(rules, translated.body.get("model")),

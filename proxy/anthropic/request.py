@@ -22,6 +22,8 @@ from typing import Any
 
 import orjson
 
+from proxy.anthropic.families import family_messages, family_tools
+from proxy.core.families import NO_FAMILY_RULES, FamilyRules
 from proxy.core.jsontext import dumps
 from proxy.core.ledger import HistoryFacts, HistoryLedger, LedgerCall, resolve_dialect
 from proxy.core.notes import Note
@@ -186,10 +188,12 @@ def translate_messages(
     repeat_guard: str = "off",
     repeat_exempt: tuple[str, ...] = (),
     repair: bool = False,
+    family: FamilyRules = NO_FAMILY_RULES,
 ) -> TranslatedMessages:
     """Translate `body['messages']` (already checked to be a list) for the upstream; with
     the repeat guard on (SPEC §10), a run of identical rounds notes its last result; with
-    `repair` (SPEC §11), what the upstream would refuse is repaired."""
+    `repair` (SPEC §11), what the upstream would refuse is repaired, by every upstream's
+    rules and by those of the upstream's `family` (`proxy.anthropic.families`)."""
     messages: list[Any] = body["messages"]
     ledger = HistoryLedger(resolve_dialect(dialect_setting, body.get("model")))
     rewriter = _Rewriter(messages)
@@ -214,7 +218,8 @@ def translate_messages(
     if repairs is not None:
         if walk.needs_pairing():
             out_messages = _Pairing(walk, repairs).messages(out_messages)
-        out = _with_tool_schemas(body, repairs)
+        out = family_tools(_with_tool_schemas(body, repairs), family, repairs)
+        out_messages = family_messages(out_messages, family, repairs)
     if out_messages is not messages or out is not body:
         out = {**out, "messages": out_messages}
     notes = [] if repairs is None else repairs.notes

@@ -20,6 +20,7 @@ from proxy.chat.stream import StreamPhase, StreamSanitizer
 from proxy.core.decide import ResponseIds
 from proxy.core.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
 from proxy.core.exchange import FollowupRecord, MessageAnswer, RoundExchange
+from proxy.core.families import request_family
 from proxy.core.guard import GuardState
 from proxy.core.jsontext import dumps
 from proxy.core.ledger import HistoryFacts
@@ -163,7 +164,12 @@ def exchange_over_chat(
     """The exchange of a client request mapped to `chat_body`; `dropped` is what the mapping
     left out. The Chat body's own bytes go upstream when its translation changes nothing."""
     translated = translate_request(
-        chat_body, rules.dialect, rules.repeat_guard, rules.repeat_exempt, rules.request_repair
+        chat_body,
+        rules.dialect,
+        rules.repeat_guard,
+        rules.repeat_exempt,
+        rules.request_repair,
+        request_family(rules, chat_body),
     )
     exchange = RoundExchange(
         ChatBridge(rules, client),

@@ -24,6 +24,7 @@ from proxy.chat.stream import Carry, StreamPhase, StreamSanitizer
 from proxy.core.decide import ResponseIds
 from proxy.core.errors import ProxyError
 from proxy.core.exchange import FollowupRecord, MessageAnswer, RoundExchange
+from proxy.core.families import request_family
 from proxy.core.guard import GuardState
 from proxy.core.jsontext import dumps
 from proxy.core.ledger import HistoryFacts
@@ -122,7 +123,12 @@ class ChatExchange(RoundExchange):
         entropy: Callable[[int], bytes] = os.urandom,
     ):
         translated = translate_request(
-            body, rules.dialect, rules.repeat_guard, rules.repeat_exempt, rules.request_repair
+            body,
+            rules.dialect,
+            rules.repeat_guard,
+            rules.repeat_exempt,
+            rules.request_repair,
+            request_family(rules, body),
         )
         super().__init__(
             ChatGrammar(rules),

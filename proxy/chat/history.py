@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.chat.families import family_messages, family_tools
+from proxy.core.families import NO_FAMILY_RULES, FamilyRules
 from proxy.core.jsontext import dumps
 from proxy.core.ledger import (
     FORM_ISSUED,
@@ -132,10 +134,12 @@ def translate_request(
     repeat_guard: str = "off",
     repeat_exempt: tuple[str, ...] = (),
     repair: bool = False,
+    family: FamilyRules = NO_FAMILY_RULES,
 ) -> TranslatedRequest:
     """Translate `body['messages']` (already checked to be a list) for the upstream; with
     the repeat guard on (SPEC §10), a run of identical rounds notes its last result; with
-    `repair` (SPEC §11), what the upstream would refuse is repaired."""
+    `repair` (SPEC §11), what the upstream would refuse is repaired, by every upstream's
+    rules and by those of the upstream's `family` (`proxy.chat.families`)."""
     ledger = HistoryLedger(resolve_dialect(dialect_setting, body.get("model")))
     messages: list[Any] = body["messages"]
     repairs = RequestRepairs() if repair else None
@@ -156,7 +160,9 @@ def translate_request(
         steps = plan_pairing(units, pairs.answer_of)
         if steps is not None:
             rewritten.messages = _paired(rewritten.messages, steps, ledger.calls, repairs)
-        out_body = _with_tool_schemas(body, repairs)
+        out_body = family_tools(_with_tool_schemas(body, repairs), family, repairs)
+        offers_tools = bool(facts.offered_tools)
+        rewritten.messages = family_messages(rewritten.messages, family, offers_tools, repairs)
     changed = rewritten.messages is not messages or out_body is not body
     if changed:
         out_body = {**out_body, "messages": rewritten.messages}

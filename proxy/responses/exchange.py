@@ -19,6 +19,7 @@ from typing import Any
 from proxy.core.decide import ResponseIds
 from proxy.core.errors import ProxyError, ReplayLoopDetected
 from proxy.core.exchange import FollowupRecord, MessageAnswer, RoundExchange
+from proxy.core.families import request_family
 from proxy.core.guard import GuardState
 from proxy.core.jsontext import dumps
 from proxy.core.ledger import HistoryFacts
@@ -134,7 +135,12 @@ class ResponsesExchange(RoundExchange):
         entropy: Callable[[int], bytes] = os.urandom,
     ):
         translated = translate_request(
-            body, rules.dialect, rules.repeat_guard, rules.repeat_exempt, rules.request_repair
+            body,
+            rules.dialect,
+            rules.repeat_guard,
+            rules.repeat_exempt,
+            rules.request_repair,
+            request_family(rules, body),
         )
         grammar = ResponsesGrammar(
             rules, ResponseCarry(CallIds(entropy, translated.facts.client_ids))

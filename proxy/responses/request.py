@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from proxy.core.families import NO_FAMILY_RULES, FamilyRules
 from proxy.core.ids import fingerprint, normalize_raw_id
 from proxy.core.jsontext import dumps
 from proxy.core.ledger import Fingerprint, HistoryFacts, HistoryLedger, LedgerCall, resolve_dialect
@@ -46,6 +47,7 @@ from proxy.core.request_repair import (
     plan_pairing,
     text_with_mark,
 )
+from proxy.responses.families import family_items, family_tools
 from proxy.responses.ids import decode_call_id
 
 CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
@@ -112,14 +114,18 @@ def translate_request(
     repeat_guard: str = "off",
     repeat_exempt: tuple[str, ...] = (),
     repair: bool = False,
+    family: FamilyRules = NO_FAMILY_RULES,
 ) -> TranslatedRequest:
     """Translate `body['input']` for the upstream; with the repeat guard on (SPEC §10), a
     run of identical rounds notes its last output item; with `repair` (SPEC §11), what the
-    upstream would refuse is repaired."""
+    upstream would refuse is repaired, by every upstream's rules and by those of the
+    upstream's `family` (`proxy.responses.families`)."""
     dialect = resolve_dialect(dialect_setting, body.get("model"))
     ledger = HistoryLedger(dialect)
     repairs = RequestRepairs() if repair else None
-    out_body = body if repairs is None else _with_tool_schemas(body, repairs)
+    out_body = body
+    if repairs is not None:
+        out_body = family_tools(_with_tool_schemas(body, repairs), family, repairs)
     items = body.get("input")
     if not isinstance(items, list):
         facts = ledger.facts(offered_tools=offered_tools(body))
@@ -146,6 +152,7 @@ def translate_request(
             translations.append((before if isinstance(before, str) else None, call_id, str(what)))
     if repairs is not None:
         new_items = _repaired(new_items, walk, ledger, repairs, _stored(body))
+        new_items = family_items(new_items, family, repairs)
     if new_items is not items:
         out_body = {**out_body, "input": new_items}
     changed = out_body is not body

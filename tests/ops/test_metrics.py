@@ -143,8 +143,13 @@ OK = "requests{route=sim,status=200,stream=false}"
 AGENT_COUNTERS: dict[str, dict[str, int]] = {
     # call_0 every round: counter-shaped.
     "call-index": {OK: 4, "ids_rewritten{reason=counter_shaped}": 3},
-    # functions.run_shell_command:0 is not even a valid client id.
-    "kimi": {OK: 4, "ids_rewritten{reason=invalid}": 3},
+    # functions.run_shell_command:0 is not even a valid client id. A Kimi model is Moonshot's
+    # family (SPEC §11): its tool-call turns go back with reasoning_content.
+    "kimi": {
+        OK: 4,
+        "ids_rewritten{reason=invalid}": 3,
+        "requests_repaired{kind=reasoning_passback}": 3,
+    },
     # No id and arguments as an object, every round.
     "missing-id": {
         OK: 4,

@@ -1,0 +1,69 @@
+"""A provider family's rules in OpenAI Responses' shape (SPEC §11, `proxy.core.families`).
+
+An upstream other than OpenAI that serves Responses (DeepSeek, vLLM, Ollama...) refuses the
+`developer` role: such `input` messages go as `system` (`role`). Function tools' `parameters`
+are sent in the family's JSON Schema flavor, and OpenAI's `strict: true` is dropped where
+strict mode would refuse the schema (`tool_schema`, `proxy.core.schemas`). Each item is decided
+on its own (prefix-stable).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proxy.core.families import FamilyRules
+from proxy.core.request_repair import RequestRepairs
+from proxy.core.schemas import FLAVORS, flavored, strict_compatible
+
+
+def family_items(items: list[Any], rules: FamilyRules, repairs: RequestRepairs) -> list[Any]:
+    """`input` with `developer` messages as `system` where the family has no such role."""
+    if rules.family.developer_role:
+        return items
+    out: list[Any] | None = None
+    for at, item in enumerate(items):
+        if not isinstance(item, dict) or item.get("role") != "developer":
+            continue
+        if item.get("type", "message") != "message":
+            continue
+        repairs.role("developer")
+        if out is None:
+            out = list(items)
+        out[at] = {**item, "role": "system"}
+    return items if out is None else out
+
+
+def family_tools(
+    body: dict[str, Any], rules: FamilyRules, repairs: RequestRepairs
+) -> dict[str, Any]:
+    """`body` with each function tool's `parameters` in the family's flavor."""
+    flavor = rules.family.schema
+    tools = body.get("tools")
+    if not flavor or not isinstance(tools, list):
+        return body
+    new_tools: list[Any] | None = None
+    for at, tool in enumerate(tools):
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            continue
+        sent = _tool(tool, flavor)
+        if sent is tool:
+            continue
+        repairs.tool_schema(str(tool.get("name")))
+        if new_tools is None:
+            new_tools = list(tools)
+        new_tools[at] = sent
+    return body if new_tools is None else {**body, "tools": new_tools}
+
+
+def _tool(tool: dict[str, Any], flavor: str) -> dict[str, Any]:
+    if flavor == "openai":
+        if tool.get("strict") is True and not strict_compatible(tool.get("parameters")):
+            return {key: value for key, value in tool.items() if key != "strict"}
+        return tool
+    if flavor not in FLAVORS:
+        return tool
+    schema = flavored(tool.get("parameters"), flavor)
+    return tool if schema is None else {**tool, "parameters": schema}
+
+
+__all__ = ["family_items", "family_tools"]
