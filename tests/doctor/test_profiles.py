@@ -122,7 +122,10 @@ def test_the_reference_profile_reports_nothing_and_the_proxy_would_change_nothin
 ) -> None:
     diagnosis = diagnose(provider.url + "/v1", "reference", None, timeout=60)
     assert diagnosis.findings == [] and diagnosis.account == {}
-    assert [s.value for s in diagnosis.settings] == ["passthrough", "auto", "on", "auto", "same"]
+    values = [s.value for s in diagnosis.settings]
+    assert values == ["passthrough", "auto", "on", "auto", "same", "auto"]
+    # SPEC §11: a loopback host and the model name "reference" name no provider family
+    assert diagnosis.settings[-1].why.startswith("auto detects no family: provider family generic")
 
 
 def test_what_the_model_did_not_do_is_said_rather_than_reported_clean(
