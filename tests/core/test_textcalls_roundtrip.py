@@ -13,8 +13,12 @@ What each format can express (the restrictions on the generated values):
   letter, `/`, `|`, `!` or U+FF5C), since a format's own end marker inside a value ends its
   block (such a block is not read as a call: it stays text);
 - JSON formats (Hermes, Kimi, DeepSeek V3/V3.1, Functionary, Llama 3 and 4, Mistral, LM Studio,
-  harmony, a whole-message call): any JSON object;
-- Llama 4's Python call syntax: keyword names are identifiers (values: any JSON value);
+  harmony, xLAM, Granite, InternLM2, Jamba, MiniMax-M1, Nemotron, Apertus, Cohere, LongCat,
+  Phi-4-mini, a whole-message call): any JSON object;
+- Python call syntax (Llama 4, LFM2, OLMo 3, a whole-message call list): keyword names are
+  identifiers (values: any JSON value, written as Python literals or in JSON's spelling);
+- FunctionGemma: keys are names at every depth (values: any JSON value, strings between
+  `<escape>` tokens);
 - formats that write each parameter between tags (Qwen3-coder, Seed-OSS, GLM, MiniMax, DSML):
   parameter names are identifiers; the proxy does not see the tools' schemas, so a string
   that reads as JSON (`"42"`, `"true"`, ignoring surrounding whitespace) is that JSON value,
@@ -39,6 +43,7 @@ from hypothesis import strategies as st
 
 from proxy.core.textcalls import RecoveredCall, TextCallScanner
 from proxy.core.textcalls.formats import FORMATS, MARKERS
+from proxy.core.textcalls.whole import FORMATS as WHOLE_FORMATS
 
 Args = dict[str, Any]
 Call = tuple[str, Args]
@@ -297,6 +302,134 @@ def w_json(calls: list[Call], style: int) -> str:
     return items[0] if len(items) == 1 else f"[{', '.join(items)}]"
 
 
+def w_json_semicolons(calls: list[Call], style: int) -> str:
+    """Llama 3's parallel calls: call objects separated by `;`."""
+    return ("; " if style else ";").join(call_object(c, "parameters", style) for c in calls)
+
+
+def w_mistral_v11(calls: list[Call], style: int) -> str:
+    return "".join(f"[TOOL_CALLS]{n}{dump(a, style)}" for n, a in calls)
+
+
+def w_mistral_call_id(calls: list[Call], style: int) -> str:
+    return "".join(
+        f"[TOOL_CALLS]{n}[CALL_ID]{i:09d}[ARGS]{dump(a, style)}" for i, (n, a) in enumerate(calls)
+    )
+
+
+def python_value(value: Any, style: int) -> str:
+    """A value in Python's syntax; style 1 as JSON, which reads as Python with JSON's `true`,
+    `false` and `null` (OLMo 3 writes those)."""
+    return json.dumps(value) if style == 1 else repr(value)
+
+
+def python_call(call: Call, style: int) -> str:
+    name, args = call
+    return f"{name}({', '.join(f'{k}={python_value(v, style)}' for k, v in args.items())})"
+
+
+def w_pythonic(calls: list[Call], style: int) -> str:
+    return f"[{', '.join(python_call(c, style) for c in calls)}]"
+
+
+def w_lfm2(calls: list[Call], style: int) -> str:
+    return f"<|tool_call_start|>{w_pythonic(calls, style)}<|tool_call_end|>"
+
+
+def w_olmo3(calls: list[Call], style: int) -> str:
+    return f"<function_calls>{chr(10).join(python_call(c, style) for c in calls)}</function_calls>"
+
+
+def _call_list(calls: list[Call], style: int) -> str:
+    return f"[{', '.join(call_object(c, 'arguments', style) for c in calls)}]"
+
+
+def w_phi4_mini(calls: list[Call], style: int) -> str:
+    return f"functools{_call_list(calls, style)}"
+
+
+def w_xlam_fenced(calls: list[Call], style: int) -> str:
+    return f"```{'json' if style != 1 else ''}\n{_call_list(calls, style)}\n```"
+
+
+def w_xlam_tool_call(calls: list[Call], style: int) -> str:
+    return f"<tool_call>{_call_list(calls, style)}</tool_call>"
+
+
+XLAM_THINK = "<think>The user wants it.</think>"
+
+
+def w_xlam_think(calls: list[Call], style: int) -> str:
+    return f"{XLAM_THINK}\n{_call_list(calls, style)}"
+
+
+def w_granite(calls: list[Call], style: int) -> str:
+    return f"<|tool_call|>{_call_list(calls, style)}"
+
+
+def w_internlm(calls: list[Call], style: int) -> str:
+    return "".join(
+        f"<|action_start|><|plugin|>\n{call_object(c, 'parameters', style)}<|action_end|>"
+        for c in calls
+    )
+
+
+def w_jamba(calls: list[Call], style: int) -> str:
+    return f"<tool_calls>{_call_list(calls, style)}</tool_calls>"
+
+
+def w_minimax_m1(calls: list[Call], style: int) -> str:
+    lines = "\n".join(call_object(c, "arguments", style % 2) for c in calls)
+    return f"<tool_calls>\n{lines}\n</tool_calls>"
+
+
+def w_nemotron(calls: list[Call], style: int) -> str:
+    return f"<TOOLCALL>{_call_list(calls, style)}</TOOLCALL>"
+
+
+def w_apertus(calls: list[Call], style: int) -> str:
+    return f"<|tools_prefix|>{dump([{n: a} for n, a in calls], style)}<|tools_suffix|>"
+
+
+def w_cohere(calls: list[Call], style: int) -> str:
+    actions = [
+        {"tool_call_id": str(i), "tool_name": n, "parameters": a} for i, (n, a) in enumerate(calls)
+    ]
+    return f"<|START_ACTION|>{dump(actions, style)}<|END_ACTION|>"
+
+
+def gemma_value(value: Any) -> str:
+    if isinstance(value, str):
+        return f"<escape>{value}<escape>"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{gemma_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(gemma_value(v) for v in value) + "]"
+    return orjson.dumps(value).decode()
+
+
+def w_functiongemma(calls: list[Call], style: int) -> str:
+    return "".join(
+        f"<start_function_call>call:{n}{gemma_value(a)}<end_function_call>" for n, a in calls
+    )
+
+
+def w_longcat(calls: list[Call], style: int) -> str:
+    return "".join(
+        f"<longcat_tool_call>{call_object(c, 'arguments', style)}</longcat_tool_call>"
+        for c in calls
+    )
+
+
+# FunctionGemma's keys are names at every depth.
+GEMMA_VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(IDENTIFIERS, inner, max_size=3),
+    max_leaves=8,
+)
+GEMMA_ARGS = st.dictionaries(IDENTIFIERS, GEMMA_VALUES, max_size=4)
+
+
 @dataclass(frozen=True)
 class Writer:
     format: str  # the name the scanner reports
@@ -305,6 +438,7 @@ class Writer:
     many: bool = True  # can write several calls
     whole: bool = False  # the text must be the whole message
     tail: bool = True  # text may follow it (False: it ends with the content)
+    lead: str = ""  # the markup's start that stays text before the calls
 
 
 WRITERS: dict[str, Writer] = {
@@ -333,12 +467,31 @@ WRITERS: dict[str, Writer] = {
     "harmony start": Writer("harmony", w_harmony_start),
     "harmony unended": Writer("harmony", w_harmony_unended, tail=False),
     "json": Writer("json", w_json, whole=True),
+    "json semicolons": Writer("json", w_json_semicolons, whole=True),
+    "mistral v11": Writer("mistral", w_mistral_v11),
+    "mistral call id": Writer("mistral", w_mistral_call_id),
+    "pythonic": Writer("pythonic", w_pythonic, PYTHON_ARGS, whole=True),
+    "phi4-mini": Writer("phi4-mini", w_phi4_mini, whole=True),
+    "xlam fenced": Writer("xlam", w_xlam_fenced, whole=True),
+    "xlam tool_call": Writer("xlam", w_xlam_tool_call),
+    "xlam after think": Writer("xlam", w_xlam_think, lead=XLAM_THINK),
+    "granite": Writer("granite", w_granite),
+    "internlm": Writer("internlm", w_internlm),
+    "jamba": Writer("jamba", w_jamba),
+    "minimax-m1": Writer("minimax-m1", w_minimax_m1),
+    "nemotron": Writer("nemotron", w_nemotron),
+    "lfm2": Writer("lfm2", w_lfm2, PYTHON_ARGS),
+    "olmo3": Writer("olmo3", w_olmo3, PYTHON_ARGS),
+    "apertus": Writer("apertus", w_apertus),
+    "cohere": Writer("cohere", w_cohere),
+    "functiongemma": Writer("functiongemma", w_functiongemma, GEMMA_ARGS),
+    "longcat": Writer("longcat", w_longcat),
 }
 NAMES = sorted(WRITERS)
 
 
 def test_every_format_of_the_table_has_a_writer() -> None:
-    assert {f.name for f in FORMATS} | {"json"} == {w.format for w in WRITERS.values()}
+    assert {f.name for f in FORMATS} | set(WHOLE_FORMATS) == {w.format for w in WRITERS.values()}
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -390,7 +543,8 @@ def expected(writer: Writer, calls: list[Call]) -> list[Any]:
     read = [(writer.format, n, canonical(a)) for n, a in calls]
     if writer.whole:
         return read
-    return [PROSE_BEFORE, *read, PROSE_AFTER] if writer.tail else [PROSE_BEFORE, *read]
+    before = PROSE_BEFORE + writer.lead
+    return [before, *read, PROSE_AFTER] if writer.tail else [before, *read]
 
 
 def framed(writer: Writer, markup: str) -> str:

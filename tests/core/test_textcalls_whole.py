@@ -85,7 +85,11 @@ def test_content_that_cannot_be_json_is_released_at_once() -> None:
     assert not scanner.holding
 
 
-@pytest.mark.parametrize("start", ['{"answer": 4', "[1", '[{"x"', "{ not json", "[TOOLS"])
+# `[TOOLS` alone may still become a pythonic call list (`[TOOLS(a=1)]`): what follows the
+# name decides it.
+@pytest.mark.parametrize(
+    "start", ['{"answer": 4', "[1", '[{"x"', "{ not json", "[TOOLS]", "[TOOLS ", "[f (", "fox"]
+)
 def test_json_that_does_not_open_like_a_call_is_released_at_its_first_key(start: str) -> None:
     scanner = TextCallScanner(OFFERED)
     assert "".join(map(str, scanner.feed(start))) == start

@@ -10,12 +10,14 @@ recovered calls:
   reader reads all of it (never a call with arguments other than those written); otherwise
   it is released exactly as it came. Nothing is ever dropped.
 
-Two stages: whole.py decides the one form without a marker (the entire content is a JSON
-call), markers.py every format that starts with a marker, listed in formats.py: Kimi,
+Two stages: whole.py decides the forms without a marker (the entire content is a JSON call,
+calls separated by `;`, a pythonic call list, Phi-4-mini's `functools[...]`, xLAM's fenced
+block), markers.py every format that starts with a marker, listed in formats.py: Kimi,
 Hermes/Qwen, Qwen3-coder, Functionary v3.1 (Llama 3.1's custom format), Seed-OSS, GLM-4.5+,
-DeepSeek V3/V3.1 and V3.2 (DSML), MiniMax-M2, Llama 3 and 4, Mistral, LM Studio, gpt-oss
-(harmony). Both are linear in the content, however it is
-split (markers.py says how).
+DeepSeek V3/V3.1 and V3.2 (DSML), MiniMax-M2 and M1, Llama 3 and 4, Mistral (before and from
+v11), LM Studio, gpt-oss (harmony), xLAM, Granite, InternLM2, Jamba/Hunyuan/Apriel, Nemotron,
+LFM2, Apertus, Cohere Command, OLMo 3, FunctionGemma, LongCat. Both are linear in the
+content, however it is split (markers.py says how).
 """
 
 from __future__ import annotations

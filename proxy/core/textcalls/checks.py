@@ -31,6 +31,7 @@ Check = Callable[[str, int], int | None]
 _SPACE = re.compile(r"\s*")
 _NAME = re.compile(r"[\w.\-]+")
 _CALL_ID = re.compile(r"[\w.:\-]+")
+IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 
 
 def _skip_space(head: str, pos: int) -> int:
@@ -55,10 +56,31 @@ def literal(*options: str) -> Check:
     return check
 
 
-def named(*follow: str, name: re.Pattern[str] = _NAME, space_before: bool = True) -> Check:
-    """A name (after optional whitespace if `space_before`), optional whitespace, then one
-    of `follow`."""
-    after = literal(*follow)
+def glued(*options: str) -> Check:
+    """One of `options`, right at the position (no whitespace before it)."""
+
+    def check(head: str, pos: int) -> int | None:
+        if pos == len(head):
+            return MORE
+        for option in options:
+            if head.startswith(option, pos):
+                return pos + len(option)
+        if any(option.startswith(head[pos:]) for option in options):
+            return MORE
+        return NO
+
+    return check
+
+
+def named(
+    *follow: str,
+    name: re.Pattern[str] = _NAME,
+    space_before: bool = True,
+    space_after: bool = True,
+) -> Check:
+    """A name (after optional whitespace if `space_before`), optional whitespace (if
+    `space_after`), then one of `follow`."""
+    after = literal(*follow) if space_after else glued(*follow)
 
     def check(head: str, pos: int) -> int | None:
         at = _skip_space(head, pos) if space_before else pos

@@ -5,16 +5,20 @@ An entry says where a block starts (its marker), where it ends (an end marker, o
 the JSON value that follows the marker), what its body may start with (so prose that
 mentions a marker is released at once), and how its body becomes calls. Entries that share a
 start marker share its end too, and their parsers are tried in order on the block's body
-(`<tool_call>` holds Hermes JSON, Qwen3-coder's `<function=...>` with parameters or with a
-JSON object (Functionary v3.1, Llama 3.1's custom format), or GLM's name and pairs). A parser
-takes a body only if it reads all of it (tagged.py): a body that fits none stays text.
+(`<tool_call>` holds xLAM's JSON array, Hermes JSON, Qwen3-coder's `<function=...>` with
+parameters or with a JSON object (Functionary v3.1, Llama 3.1's custom format), or GLM's name
+and pairs). A parser takes a body only if it reads all of it (tagged.py): a body that fits
+none stays text. The body grammars are shared (jsonish.py, tagged.py): one call object or an
+array of them, an array only, objects one after another, `name{json}`, parameters between
+tags, a pythonic call list, FunctionGemma's keys and `<escape>` strings.
 
 Reasoning a model writes into its text (Seed-OSS's `<seed:think>`, with the server's reasoning
 parser off) is a quiet span (QUIET_SPANS): it goes out as text as it comes, and markup inside
 it is the model thinking about a call, not making one, so no block opens there.
 
-The one form without a marker, a whole message that is nothing but a JSON call, is the
-scanner's other stage (whole.py): it can only be decided against the whole content.
+The forms without a marker, a whole message that is nothing but calls (JSON, pythonic,
+`functools[...]`, a fenced block), are the scanner's other stage (whole.py): they can only be
+decided against the whole content.
 """
 
 from __future__ import annotations
@@ -24,7 +28,15 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from proxy.core.textcalls import jsonish, tagged
-from proxy.core.textcalls.checks import Check, call_id, either, literal, named, then
+from proxy.core.textcalls.checks import (
+    IDENTIFIER,
+    Check,
+    call_id,
+    either,
+    literal,
+    named,
+    then,
+)
 from proxy.core.textcalls.model import Parsed
 
 
@@ -38,6 +50,9 @@ class Format:
     # The model's end token is a stop token that servers leave out of the text (gpt-oss's
     # <|call|>, Llama 4's <|python_end|>): a block still open when the content ends is whole.
     ends_with_content: bool = False
+    # The start marker is text of its own that the calls follow (xLAM's `</think>` ends the
+    # reasoning it wrote): it stays in the text when the block becomes calls.
+    keeps_start: bool = False
 
 
 def _json_value() -> Check:
@@ -62,6 +77,8 @@ FORMATS: tuple[Format, ...] = (
         tagged.parse_kimi_call,
         call_id(tagged.KIMI_ARGUMENT_BEGIN),
     ),
+    # xLAM writes a JSON array where Hermes writes one object.
+    Format("xlam", "<tool_call>", _TOOL_CALL_END, jsonish.parse_json_list, literal("[")),
     Format("hermes", "<tool_call>", _TOOL_CALL_END, jsonish.parse_json_calls, literal("{")),
     Format(
         "qwen3-coder", "<tool_call>", _TOOL_CALL_END, tagged.parse_qwen_coder, literal("<function=")
@@ -125,7 +142,16 @@ FORMATS: tuple[Format, ...] = (
         "[TOOL_CALLS]",
         None,
         jsonish.parse_mistral,
-        either(literal("["), then(named("[ARGS]", space_before=False), literal("{"))),
+        either(
+            literal("["),  # before v11: an array of call objects
+            named("{", space_before=False, space_after=False),  # v11: name{...}
+            then(named("[ARGS]", space_before=False), literal("{")),
+            then(
+                named("[CALL_ID]", space_before=False),
+                call_id("[ARGS]"),
+                literal("{"),
+            ),
+        ),
     ),
     Format(
         "lmstudio",
@@ -149,6 +175,56 @@ FORMATS: tuple[Format, ...] = (
         jsonish.parse_harmony,
         literal(*(f"assistant<|channel|>{c}" for c in _HARMONY_CALL), "assistant to=functions."),
         ends_with_content=True,
+    ),  # xLAM: a JSON array right after the reasoning it wrote in the text.
+    Format("xlam", "</think>", None, jsonish.parse_json_list, literal("["), keeps_start=True),
+    Format("granite", "<|tool_call|>", None, jsonish.parse_json_list, literal("[")),
+    Format(
+        "internlm",
+        "<|action_start|><|plugin|>",
+        "<|action_end|>",
+        jsonish.parse_json_calls,
+        literal("{"),
+    ),
+    # Jamba, Hunyuan and Apriel write an array; MiniMax-M1 one call object a line.
+    Format("jamba", "<tool_calls>", "</tool_calls>", jsonish.parse_json_list, literal("[")),
+    Format("minimax-m1", "<tool_calls>", "</tool_calls>", jsonish.parse_json_lines, literal("{")),
+    Format("nemotron", "<TOOLCALL>", "</TOOLCALL>", jsonish.parse_json_list, literal("[")),
+    Format(
+        "lfm2",
+        "<|tool_call_start|>",
+        "<|tool_call_end|>",
+        jsonish.parse_llama4,
+        literal("[", "{"),
+    ),
+    Format(
+        "apertus",
+        "<|tools_prefix|>",
+        "<|tools_suffix|>",
+        jsonish.parse_apertus,
+        literal("["),
+        ends_with_content=True,
+    ),
+    Format("cohere", "<|START_ACTION|>", "<|END_ACTION|>", jsonish.parse_cohere, literal("[")),
+    Format(
+        "olmo3",
+        "<function_calls>",
+        "</function_calls>",
+        jsonish.parse_pythonic_lines,
+        named("(", name=IDENTIFIER, space_after=False),
+    ),
+    Format(
+        "functiongemma",
+        "<start_function_call>",
+        "<end_function_call>",
+        tagged.parse_functiongemma,
+        literal("call:"),
+    ),
+    Format(
+        "longcat",
+        "<longcat_tool_call>",
+        "</longcat_tool_call>",
+        jsonish.parse_json_calls,
+        literal("{"),
     ),
 )
 
@@ -167,6 +243,7 @@ class Marker:
     ends_with_content: bool
     check: Check  # plausible when any of the formats is
     quiet: bool = False  # a quiet span: text up to `end`, no formats
+    keeps_start: bool = False  # the start marker stays in the text before the calls
 
 
 def _markers(
@@ -177,12 +254,14 @@ def _markers(
         grouped.setdefault(fmt.start, []).append(fmt)
     markers = {}
     for start, group in grouped.items():
-        ends = {(f.end, f.ends_with_content) for f in group}
+        ends = {(f.end, f.ends_with_content, f.keeps_start) for f in group}
         if len(ends) != 1:
             raise ValueError(f"formats starting with {start!r} disagree on how they end")
-        [(end, ends_with_content)] = ends
+        [(end, ends_with_content, keeps_start)] = ends
         check = either(*(f.check for f in group))
-        markers[start] = Marker(start, end, tuple(group), ends_with_content, check)
+        markers[start] = Marker(
+            start, end, tuple(group), ends_with_content, check, keeps_start=keeps_start
+        )
     for start, end in quiet:
         if start in markers:
             raise ValueError(f"{start!r} both opens calls and a quiet span")

@@ -281,6 +281,8 @@ class MarkerScanner:
         if calls is None:
             self._failed(block, whole, out)
             return
+        if marker.keeps_start:
+            out.append(marker.start)
         out.extend(calls)
         self.recovered += len(calls)
 

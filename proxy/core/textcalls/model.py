@@ -91,3 +91,11 @@ def json_calls(text: str) -> list[Parsed]:
     if not items:
         raise NotACall("an empty array")
     return [name_args_object(item) for item in items]
+
+
+def json_list(text: str) -> list[object]:
+    """A JSON array with at least one item (the formats that always write a list)."""
+    value = json_value(text.strip())
+    if not isinstance(value, list) or not value:
+        raise NotACall("not a JSON array of calls")
+    return value

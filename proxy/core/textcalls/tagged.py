@@ -212,3 +212,92 @@ class InvokeParser:
             name, is_string, raw = param.groups()
             pairs.append((name, raw.strip("\n") if is_string == "true" else tag_value(raw)))
         return _parameters(pairs)
+
+
+# --- FunctionGemma: <start_function_call>call:name{key:<escape>text<escape>,n:3}
+#     <end_function_call>: strings between <escape> tokens, other values as JSON scalars,
+#     objects in braces and lists in brackets of the same syntax.
+
+ESCAPE = "<escape>"
+_GEMMA_CALL = re.compile(r"\s*call:([\w.\-]+)(?=\{)")
+_GEMMA_KEY = re.compile(r"\s*([\w.\-]+)\s*:\s*")
+_GEMMA_SCALAR = re.compile(r"\s*([^,{}\[\]<\s]+)\s*")
+
+
+def parse_functiongemma(body: str) -> list[Parsed]:
+    head = _GEMMA_CALL.match(body)
+    if head is None:
+        raise NotACall("not a FunctionGemma call")
+    args, end = _GemmaReader(body).mapping(head.end())
+    if not _ONLY_SPACE.match(body, end):
+        raise NotACall("text after a FunctionGemma call")
+    return [(head.group(1), args, None)]
+
+
+class _GemmaReader:
+    """Reads the value syntax over `text`; each method returns the value and where it ends."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def mapping(self, pos: int) -> tuple[dict[str, object], int]:
+        pos = self._expect("{", pos)
+        out: dict[str, object] = {}
+        if self._next_is("}", pos):
+            return out, self._expect("}", pos)
+        while True:
+            key = _GEMMA_KEY.match(self.text, pos)
+            if key is None or key.group(1) in out:
+                raise NotACall("not a FunctionGemma key")
+            out[key.group(1)], pos = self.value(key.end())
+            if self._next_is("}", pos):
+                return out, self._expect("}", pos)
+            pos = self._expect(",", pos)
+
+    def array(self, pos: int) -> tuple[list[object], int]:
+        pos = self._expect("[", pos)
+        out: list[object] = []
+        if self._next_is("]", pos):
+            return out, self._expect("]", pos)
+        while True:
+            item, pos = self.value(pos)
+            out.append(item)
+            if self._next_is("]", pos):
+                return out, self._expect("]", pos)
+            pos = self._expect(",", pos)
+
+    def value(self, pos: int) -> tuple[object, int]:
+        pos = _skip(self.text, pos)
+        if self.text.startswith(ESCAPE, pos):
+            end = self.text.find(ESCAPE, pos + len(ESCAPE))
+            if end == -1:
+                raise NotACall("an <escape> string that does not end")
+            return self.text[pos + len(ESCAPE) : end], end + len(ESCAPE)
+        if self._next_is("{", pos):
+            return self.mapping(pos)
+        if self._next_is("[", pos):
+            return self.array(pos)
+        scalar = _GEMMA_SCALAR.match(self.text, pos)
+        if scalar is None:
+            raise NotACall("no FunctionGemma value")
+        value = json_value(scalar.group(1))
+        if isinstance(value, (dict, list, str)):
+            raise NotACall("strings are written between <escape> tokens")
+        return value, scalar.end()
+
+    def _next_is(self, char: str, pos: int) -> bool:
+        return self.text.startswith(char, _skip(self.text, pos))
+
+    def _expect(self, char: str, pos: int) -> int:
+        pos = _skip(self.text, pos)
+        if not self.text.startswith(char, pos):
+            raise NotACall(f"FunctionGemma syntax: {char!r} expected")
+        return pos + 1
+
+
+def _skip(text: str, pos: int) -> int:
+    match = _ONLY_SPACE_PREFIX.match(text, pos)
+    return match.end() if match else pos
+
+
+_ONLY_SPACE_PREFIX = re.compile(r"\s*")
