@@ -176,9 +176,23 @@ LEAK_FORMATS = (
     "deepseek-dsml",
     "functionary",
     "seed-oss",
+    "mistral-v11",
+    "pythonic",
+    "phi4-mini",
+    "xlam",
+    "granite",
+    "internlm",
+    "jamba",
+    "nemotron",
+    "lfm2",
+    "apertus",
+    "cohere",
+    "olmo3",
+    "functiongemma",
+    "longcat",
 )
 # Formats that are the entire message: no text may come before or after them.
-WHOLE_MESSAGE_LEAKS = frozenset({"json"})
+WHOLE_MESSAGE_LEAKS = frozenset({"json", "pythonic", "phi4-mini"})
 
 _ALL = (
     Profile(name="reference", obfuscation=True),
@@ -741,6 +755,92 @@ def _leak_harmony(calls: tuple[PlannedCall, ...]) -> str:
     )
 
 
+def _leak_mistral_v11(calls: tuple[PlannedCall, ...]) -> str:
+    return "".join(f"[TOOL_CALLS]{c.name}{c.arguments}" for c in calls)
+
+
+def _python_call(c: PlannedCall) -> str:
+    return f"{c.name}({', '.join(f'{k}={v!r}' for k, v in orjson.loads(c.arguments).items())})"
+
+
+def _leak_pythonic(calls: tuple[PlannedCall, ...]) -> str:
+    """The whole message is a Python call list (Llama 3.2, ToolACE)."""
+    return f"[{', '.join(_python_call(c) for c in calls)}]"
+
+
+def _call_list(calls: tuple[PlannedCall, ...]) -> str:
+    return f"[{', '.join(_call_object(c) for c in calls)}]"
+
+
+def _leak_phi4_mini(calls: tuple[PlannedCall, ...]) -> str:
+    return "functools" + _call_list(calls)
+
+
+def _leak_xlam(calls: tuple[PlannedCall, ...]) -> str:
+    return f"<tool_call>{_call_list(calls)}</tool_call>"
+
+
+def _leak_granite(calls: tuple[PlannedCall, ...]) -> str:
+    return "<|tool_call|>" + _call_list(calls)
+
+
+def _leak_internlm(calls: tuple[PlannedCall, ...]) -> str:
+    return "".join(
+        f"<|action_start|><|plugin|>\n{_call_object(c, 'parameters')}<|action_end|>" for c in calls
+    )
+
+
+def _leak_jamba(calls: tuple[PlannedCall, ...]) -> str:
+    return f"<tool_calls>{_call_list(calls)}</tool_calls>"
+
+
+def _leak_nemotron(calls: tuple[PlannedCall, ...]) -> str:
+    return f"<TOOLCALL>{_call_list(calls)}</TOOLCALL>"
+
+
+def _leak_lfm2(calls: tuple[PlannedCall, ...]) -> str:
+    return f"<|tool_call_start|>{_leak_pythonic(calls)}<|tool_call_end|>"
+
+
+def _leak_apertus(calls: tuple[PlannedCall, ...]) -> str:
+    items = ", ".join(f'{{"{c.name}": {c.arguments}}}' for c in calls)
+    return f"<|tools_prefix|>[{items}]<|tools_suffix|>"
+
+
+def _leak_cohere(calls: tuple[PlannedCall, ...]) -> str:
+    items = ", ".join(
+        f'{{"tool_call_id": "{i}", "tool_name": "{c.name}", "parameters": {c.arguments}}}'
+        for i, c in enumerate(calls)
+    )
+    return f"<|START_ACTION|>[{items}]<|END_ACTION|>"
+
+
+def _leak_olmo3(calls: tuple[PlannedCall, ...]) -> str:
+    return "<function_calls>" + "\n".join(_python_call(c) for c in calls) + "</function_calls>"
+
+
+def _gemma_value(value: object) -> str:
+    if isinstance(value, str):
+        return f"<escape>{value}<escape>"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_gemma_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_gemma_value(v) for v in value) + "]"
+    return orjson.dumps(value).decode()
+
+
+def _leak_functiongemma(calls: tuple[PlannedCall, ...]) -> str:
+    return "".join(
+        f"<start_function_call>call:{c.name}{_gemma_value(orjson.loads(c.arguments))}"
+        "<end_function_call>"
+        for c in calls
+    )
+
+
+def _leak_longcat(calls: tuple[PlannedCall, ...]) -> str:
+    return "".join(f"<longcat_tool_call>{_call_object(c)}</longcat_tool_call>" for c in calls)
+
+
 _LEAKS: Mapping[str, Callable[[tuple[PlannedCall, ...]], str]] = MappingProxyType(
     {
         "kimi": _leak_kimi,
@@ -759,6 +859,20 @@ _LEAKS: Mapping[str, Callable[[tuple[PlannedCall, ...]], str]] = MappingProxyTyp
         "deepseek-dsml": _leak_deepseek_dsml,
         "functionary": _leak_functionary,
         "seed-oss": _leak_seed_oss,
+        "mistral-v11": _leak_mistral_v11,
+        "pythonic": _leak_pythonic,
+        "phi4-mini": _leak_phi4_mini,
+        "xlam": _leak_xlam,
+        "granite": _leak_granite,
+        "internlm": _leak_internlm,
+        "jamba": _leak_jamba,
+        "nemotron": _leak_nemotron,
+        "lfm2": _leak_lfm2,
+        "apertus": _leak_apertus,
+        "cohere": _leak_cohere,
+        "olmo3": _leak_olmo3,
+        "functiongemma": _leak_functiongemma,
+        "longcat": _leak_longcat,
     }
 )
 
