@@ -7,6 +7,7 @@ maps to, so the shell never has to decide that again.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -96,6 +97,46 @@ class CallBoundExceeded(UpstreamStreamError):
     stream ends with `upstream_stream_error`, as for a broken upstream."""
 
 
+# SPEC §5, §8: what no supported client's retry rule matches in an error's message. pi and
+# opencode search the message (opencode also the response body) for `429`, `500`, `502`,
+# `503`, `504` (`524`) and for words such as "overloaded", "rate limit", "timeout",
+# "terminated", "unavailable"; qwen-code reads `HTTP_STATUS/<3 digits>`; Claude Code looks for
+# `"type":"overloaded_error"`; Codex takes a delay from "try again in"; Cline retries on
+# "provider returned error" (docs/clients.md has each rule, file and line). A loop message
+# names a tool and ids the model chose (`functions.bash:500`, a minted id's hex digits), and a
+# retry re-runs the loop's upstream rounds, so the message is written in a *shown form*: every
+# run of three or more digits is grouped in pairs from the right with a middle dot
+# (`functions.bash:5·00`), and every word of that vocabulary gets a middle dot after its first
+# letter (`check_t·imeout`). What is left holds no three digits in a row and none of the words.
+SHOWN_SEPARATOR = "\u00b7"
+_DIGIT_RUN = re.compile(r"[0-9]{3,}")
+_RETRY_WORDS = re.compile(
+    r"overload|rate.?limit|rate increased|too.?many.?requests|unavailable|exhausted|capacity"
+    r"|quota|billing|server.?error|internal.?error|network|connection|websocket|other side"
+    r"|fetch|upstream.?connect|reset before|socket|ended without|http.?2|http_status"
+    r"|event:error|timed? ?out|time.?out|terminated|retry|try.?again|getaddrinfo|enotfound"
+    r"|eai_again|econn|etimedout|provider.?returned",
+    re.IGNORECASE,
+)
+
+
+def _grouped(match: re.Match[str]) -> str:
+    digits = match.group()
+    head = len(digits) % 2 or 2
+    pairs = [digits[:head]] + [digits[i : i + 2] for i in range(head, len(digits), 2)]
+    return SHOWN_SEPARATOR.join(pairs)
+
+
+def _broken(match: re.Match[str]) -> str:
+    word = match.group()
+    return word[0] + SHOWN_SEPARATOR + word[1:]
+
+
+def unretried(message: str) -> str:
+    """A loop message in its shown form (see above): the same words, no retry trigger."""
+    return _DIGIT_RUN.sub(_grouped, _RETRY_WORDS.sub(_broken, message))
+
+
 # SPEC §5, §8: the `type` of the error event that ends a Chat Completions stream at a replay
 # loop once bytes went out (its code and message stay the loop's). qwen-code continues a stream
 # cut by an error event without an HTTP status whenever the response carried a request id, as
@@ -122,9 +163,11 @@ class ReplayLoopDetected(ProxyError):
         # SPEC §5: name the id the client knows the call by; the raw id is the model's.
         known = f' (id "{client_id}" in the conversation)' if client_id else ""
         super().__init__(
-            f'Tool-call replay loop detected: the model replayed tool call "{tool_name}"{known} '
-            f'after it was already answered, sending it as "{raw_id}" ({reason}). '
-            "The response was stopped so the call is not executed again."
+            unretried(
+                f'Tool-call replay loop detected: the model replayed tool call "{tool_name}"'
+                f'{known} after it was already answered, sending it as "{raw_id}" ({reason}). '
+                "The response was stopped so the call is not executed again."
+            )
         )
         self.tool_name = tool_name
         self.raw_id = raw_id
@@ -141,9 +184,11 @@ class RepeatLoopDetected(ReplayLoopDetected):
     def __init__(self, tool_name: str, count: int, reason: str):
         ProxyError.__init__(
             self,
-            f'Tool-call repeat loop detected: the model kept calling "{tool_name}" with the same '
-            f"arguments after {count} identical results ({reason}). The response was stopped "
-            "so the call is not executed again.",
+            unretried(
+                f'Tool-call repeat loop detected: the model kept calling "{tool_name}" with the '
+                f"same arguments after {count} identical results ({reason}). The response was "
+                "stopped so the call is not executed again."
+            ),
         )
         self.tool_name = tool_name
         self.raw_id = ""

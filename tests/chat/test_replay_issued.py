@@ -18,7 +18,7 @@ from proxy.chat.history import FORM_ISSUED, FORM_UPSTREAM, translate_request
 from proxy.chat.message import sanitize_completion
 from proxy.chat.stream import StreamSanitizer
 from proxy.core.decide import ResponseIds
-from proxy.core.errors import ReplayLoopDetected
+from proxy.core.errors import ReplayLoopDetected, unretried
 from proxy.core.ids import mint_client_id
 from proxy.core.notes import CallDropped, explain
 from tests.chat.helpers import (
@@ -214,8 +214,9 @@ def test_the_breaker_names_the_client_id_and_the_raw_id() -> None:
     error = second.error
     assert isinstance(error, ReplayLoopDetected)
     assert error.message.startswith("Tool-call replay loop detected")
-    assert f'"{CLIENT_B}"' in error.message  # the id the client knows
-    assert f'"{RESTARTED}"' in error.message  # and the one the model sent
+    # the id the client knows and the one the model sent, in their shown form (SPEC §5)
+    assert unretried(f'"{CLIENT_B}"') in error.message
+    assert unretried(f'"{RESTARTED}"') in error.message
     assert '"bash"' in error.message
     assert "functions.bash:1" not in error.message  # never an id the client did not see
 

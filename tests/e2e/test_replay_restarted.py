@@ -15,6 +15,7 @@ import openai
 import orjson
 import pytest
 
+from proxy.core.errors import unretried
 from proxy.core.ids import mint_client_id
 from proxy.simulator import SimulatorLog
 from tests.e2e.conftest import ProxyFactory
@@ -69,7 +70,7 @@ def test_a_replay_loop_under_the_restarted_id_is_a_422(
     # It names the id the client knows (minted for round 2) and the one the model sent.
     assert '"call_2_0_' in error["message"]
     restarted = "functions.run_shell_command:0" if "kimi" in model else "run_shell_command_0"
-    assert f'"{restarted}"' in error["message"]
+    assert unretried(f'"{restarted}"') in error["message"]
     # Two tool rounds ran; the request that replays costs exactly two upstream rounds: the
     # replay answered, then its replay once more trips the breaker.
     assert len(log.requests) == 2 + 2
@@ -132,5 +133,7 @@ def test_a_loop_after_content_ends_the_stream_with_an_error_event(
     assert reassemble(raw)["content"] == "Once more."
     error = error_event(raw)
     # In-stream, the type qwen-code treats as final (proxy.core.errors.LOOP_EVENT_TYPE).
-    assert error["type"] == "invalid_request_error" and f'"{client_id}"' in error["message"]
+    assert (
+        error["type"] == "invalid_request_error" and unretried(f'"{client_id}"') in error["message"]
+    )
     assert error["code"] == "tool_call_replay_loop"
