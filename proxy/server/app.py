@@ -30,6 +30,7 @@ from proxy.core.errors import (
 from proxy.core.surface_codec import SurfaceCodec
 from proxy.ops.inspector import Inspector
 from proxy.ops.observability import LOGGER, Metrics, RequestLog, configure_logging
+from proxy.ops.tracing import Tracer, tracer_from_environment
 from proxy.server.asgi import (
     ASGIApp,
     ClientDisconnected,
@@ -95,6 +96,10 @@ class ProxyApp:
             )
             self.exchanges.report.inspector = self.inspector
             self._inspect_page = InspectPage(self.inspector, self._authorize, lambda: self.draining)
+        # SPEC §12: traces, only with the otel extra and OTEL_EXPORTER_OTLP_ENDPOINT; off, no
+        # OpenTelemetry module is imported and each hook is one `is None` test.
+        self.tracer: Tracer | None = tracer_from_environment()
+        self.exchanges.report.tracer = self.tracer
 
     # -- graceful shutdown (proxy.server.draining.DrainingServer drives these) ---------------------------
 
@@ -151,6 +156,8 @@ class ProxyApp:
                 self.draining = True
                 if self._own_client:
                     await self.client.aclose()
+                if self.tracer is not None:  # the spans not yet exported
+                    await asyncio.to_thread(self.tracer.shutdown)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -265,6 +272,8 @@ class ProxyApp:
             self.metrics.requests.count((log.fields["route"], status, call.stream, surface))
             if self.inspector is not None:
                 self.inspector.finish(log)
+            if self.tracer is not None:
+                self.tracer.finish(log)
 
     def _check_length(self, declared: bytes | None) -> None:
         """SPEC §6: a body announced past the limit is refused before it is read (413)."""

@@ -100,6 +100,9 @@ class ExchangeHandler:
         inspector = self.report.inspector  # SPEC §12: references only, summarized at the end
         if inspector is not None:
             inspector.opened(req.log, raw, exchange.upstream_request)
+        tracer = self.report.tracer  # SPEC §12: the request's span, from here to its end
+        if tracer is not None:
+            send = tracer.opened(req.log, req.route, fields["surface"], body, req.headers, send)
         self.report.opened(req, exchange)  # before the answer's head names the repairs
         response = await self._open(req, exchange.upstream_request)
         try:
@@ -122,13 +125,19 @@ class ExchangeHandler:
         """Send one round's request; its time to the response head is observed on its own
         (the log line's `ttfb` is the first round's, from the client's request)."""
         follow_up = req.log.ttfb is not None
+        headers = req.headers
+        tracer = self.report.tracer  # SPEC §12: the round's span, its traceparent upstream
+        if tracer is not None:
+            headers = tracer.round(req.log, headers)
         sent = time.perf_counter()
         try:
             response = await open_upstream(
-                self.client, "POST", req.url, req.headers, content, timeouts(req.route)
+                self.client, "POST", req.url, headers, content, timeouts(req.route)
             )
         except UPSTREAM_FAILURES as exc:  # map_upstream_errors, without a with block
             raise upstream_failure(exc, streaming_body=False) from None
+        if tracer is not None:
+            tracer.round_answered(req.log, response.status_code)
         if follow_up:
             self.metrics.ttfb.observe(time.perf_counter() - sent)
         else:

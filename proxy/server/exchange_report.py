@@ -14,6 +14,7 @@ from proxy.core.notes import Note
 from proxy.core.surface_codec import Exchange
 from proxy.ops.inspector import Inspector
 from proxy.ops.observability import LOGGER, Metrics, log_decisions, request_repair_kinds
+from proxy.ops.tracing import Tracer
 
 if TYPE_CHECKING:
     from proxy.server.exchange_handler import ExchangeRequest
@@ -25,6 +26,7 @@ class ExchangeReporter:
     def __init__(self, metrics: Metrics):
         self.metrics = metrics
         self.inspector: Inspector | None = None  # SPEC §12, set by the app when it is on
+        self.tracer: Tracer | None = None  # SPEC §12, likewise
 
     def opened(self, req: ExchangeRequest, exchange: Exchange) -> None:
         """What the exchange decided before any round: the request's repairs (SPEC §11) and
@@ -36,6 +38,8 @@ class ExchangeReporter:
         if notes:
             if self.inspector is not None:
                 self.inspector.notes(req.log, notes)
+            if self.tracer is not None:
+                self.tracer.notes(req.log, notes)
             surface = req.codec.surface.label
             self.metrics.record_notes(notes, surface)
             kinds = request_repair_kinds(notes)
@@ -50,6 +54,8 @@ class ExchangeReporter:
         repeats are counted as the repeat guard's (`blocked`, from their CallDropped note)."""
         if self.inspector is not None:
             self.inspector.answered(req.log, replays)
+        if self.tracer is not None:
+            self.tracer.answered(req.log, replays)
         true_replays = [replay for replay in replays if not replay.repeat]
         self.metrics.replays_answered.labels(req.codec.surface.label).inc(len(true_replays))
         req.log.fields["replays_answered"] += len(true_replays)
@@ -72,6 +78,8 @@ class ExchangeReporter:
     def tripped(self, req: ExchangeRequest, exc: ReplayLoopDetected) -> None:
         if self.inspector is not None:
             self.inspector.tripped(req.log, exc)
+        if self.tracer is not None:
+            self.tracer.tripped(req.log, exc)
         surface = req.codec.surface.label
         self.metrics.breaker_trips.labels(surface).inc()
         req.log.fields["breaker"] = True
