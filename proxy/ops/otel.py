@@ -54,7 +54,10 @@ def otlp_tracer() -> OtelTracer:
     variables; the resource its service name and attributes, `toolcall-proxy` by default)."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    resource = Resource.create({"service.name": "toolcall-proxy", "service.version": __version__})
+    resource = Resource.create({"service.version": __version__})  # OTEL_SERVICE_NAME and
+    name = resource.attributes.get("service.name")  # OTEL_RESOURCE_ATTRIBUTES are read here
+    if not isinstance(name, str) or name.startswith("unknown_service"):
+        resource = resource.merge(Resource({"service.name": "toolcall-proxy"}))
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     return OtelTracer(provider)

@@ -152,10 +152,11 @@ def test_on_the_environment_builds_an_otlp_tracer() -> None:
         "from proxy.server.app import create_app\n"
         "app = create_app(Settings(routes=(Route(name='a', upstream='http://127.0.0.1:9/v1'),)))\n"
         "print('tracer', type(app.tracer).__name__, app.exchanges.report.tracer is app.tracer)\n"
+        "print('service', app.tracer.provider.resource.attributes['service.name'])\n"
         "app.tracer.shutdown()\n",
         OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9",
     )
-    assert "tracer OtelTracer True" in out
+    assert "tracer OtelTracer True" in out and "service toolcall-proxy" in out
 
 
 # -- spans ----------------------------------------------------------------------------------------
