@@ -195,3 +195,15 @@ def test_a_pythonic_message_is_held_only_while_it_can_be_a_call() -> None:
     for prose in ("[1] prose", "[Note (see below)] prose", "[Note] prose"):
         scanner = TextCallScanner(frozenset({"f"}))
         assert scanner.feed(prose) == [prose]
+
+
+def test_a_whole_message_form_is_in_a_call_once_its_value_opens() -> None:
+    # SPEC §4: a broken line inside a possible call ends the stream; prose that merely starts
+    # with a form's first letter is not a call.
+    scanner = TextCallScanner(frozenset({"f"}))
+    assert scanner.feed("f") == [] and not scanner.in_call
+    assert scanner.feed('unctools[{"name"') == [] and scanner.in_call
+    scanner = TextCallScanner(frozenset({"f"}))
+    assert scanner.feed("[") == [] and scanner.in_call
+    scanner = TextCallScanner(frozenset({"f"}))
+    assert scanner.feed("fo") == ["fo"] and not scanner.in_call

@@ -135,6 +135,7 @@ class WholeMessage:
         "_head",
         "_matched",
         "_offered",
+        "_opener",
         "_pieces",
         "_size",
         "_state",
@@ -148,6 +149,7 @@ class WholeMessage:
         self._pieces: list[str] = []
         self._size = 0
         self._first = 0  # index in the content of its first character that is not whitespace
+        self._opener = ""  # that character
         self._head = Head()
         self._form = _FORMS[0]
         self._extent = JsonExtent()
@@ -161,8 +163,11 @@ class WholeMessage:
 
     @property
     def in_value(self) -> bool:
-        """The content so far opened a value that may be the whole message's call."""
-        return self._state != _WAITING and self._state != _OFF
+        """The content so far opened a value that may be the whole message's call (a bracket
+        opens one at once; `functools` or a fence once its value's bracket came)."""
+        if self._state == _HEAD:
+            return self._opener == "{" or self._opener == "["
+        return self._state in (_INSIDE, _AFTER, _BETWEEN)
 
     def feed(self, text: str) -> str | None:
         """The text to pass on (all of it held so far), or None while it is held."""
@@ -180,6 +185,7 @@ class WholeMessage:
             if text[first] not in OPENERS:
                 return self._release()
             self._first = self._size - len(text) + first
+            self._opener = text[first]
             self._state, pos = _HEAD, first
         if self._state == _HEAD:
             return self._check(text, pos)
