@@ -255,3 +255,24 @@ def test_compose_gateway_port_shutdown_and_routes_file(
         assert routes.is_file(), f"{source} is mounted but missing"
         assert main(["check-config", str(routes)]) == 0, capsys.readouterr().err
         assert target == "/etc/toolcall-proxy/routes.yaml"
+
+
+def test_the_optional_streams_signal_is_a_valid_hpa_on_a_real_metric(tmp_path: Path) -> None:
+    """hpa.yaml's commented-out Pods metric: uncommented, the HPA still validates, and the
+    metric it scales on is one /metrics exports."""
+    from proxy.ops.observability import Metrics
+
+    lines = (K8S / "hpa.yaml").read_text(encoding="utf-8").splitlines()
+    start = lines.index("    # - type: Pods")
+    end = start
+    while lines[end].startswith("    # "):
+        end += 1
+    block = ["    " + line[len("    # ") :] for line in lines[start:end]]
+    enabled = tmp_path / "hpa.yaml"
+    enabled.write_text("\n".join(lines[:start] + block + lines[end:]) + "\n")
+    hpa = yaml.safe_load(enabled.read_text(encoding="utf-8"))
+    names = [m.get("pods", {}).get("metric", {}).get("name") for m in hpa["spec"]["metrics"]]
+    assert names == [None, "toolcall_proxy_active_streams"]
+    assert b"\ntoolcall_proxy_active_streams " in Metrics().render()
+    result = run(BIN / "kubernetes-validate", "--strict", enabled)
+    assert result.returncode == 0, result.stdout + result.stderr
