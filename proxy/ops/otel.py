@@ -41,6 +41,8 @@ from proxy.ops.tracing import Headers, Send
 PROVIDER_NAMES = {"gemini": "gcp.gemini", "mistral": "mistral_ai"}
 # Events kept per request (a response may rewrite thousands of ids); the rest are counted.
 MAX_EVENTS = 128
+# The (route, model) pairs whose provider family is remembered.
+FAMILY_MEMORY = 1024
 NS = "toolcall_proxy"
 _PROPAGATOR = TraceContextTextMapPropagator()
 _TRACE_HEADERS = (b"traceparent", b"tracestate")
@@ -118,6 +120,7 @@ class OtelTracer:
         self._tracer = provider.get_tracer("toolcall_proxy", __version__)
         self._open: dict[int, _Trace] = {}
         self._servers: dict[int, tuple[Route, dict[str, AttributeValue]]] = {}
+        self._families: dict[tuple[int, str | None], tuple[Route, str]] = {}
 
     # -- the report points ---------------------------------------------------------------------
 
@@ -132,7 +135,7 @@ class OtelTracer:
     ) -> Send:
         model = body.get("model")
         model = model if isinstance(model, str) else None
-        family = resolve_family(route_profile(route.upstream_profile, route.upstream), model).name
+        family = self._family(route, model)
         attributes: dict[str, AttributeValue] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": PROVIDER_NAMES.get(family, family),
@@ -153,8 +156,6 @@ class OtelTracer:
                 f"{NS}.surface": surface,
                 f"{NS}.route": route.name,
                 f"{NS}.request_id": str(log.fields.get("request_id")),
-                "http.request.method": "POST",
-                "url.path": str(log.fields.get("path")),
             },
             start_time=epoch + int(log.started * 1e9),
         )
@@ -259,6 +260,20 @@ class OtelTracer:
             span.set_status(Status(StatusCode.ERROR))
         ended = log.ended if log.ended is not None else time.perf_counter()
         span.end(end_time=trace.epoch + int(ended * 1e9))
+
+    def _family(self, route: Route, model: str | None) -> str:
+        """The request's provider family (a route's, else its model's), per route and model
+        (a regular expression's search less per request); a bounded memory."""
+        key = (id(route), model)
+        cached = self._families.get(key)
+        if cached is not None and cached[0] is route:
+            return cached[1]
+        profile = route_profile(route.upstream_profile, route.upstream)
+        family = resolve_family(profile, model).name
+        if len(self._families) >= FAMILY_MEMORY:
+            self._families.clear()
+        self._families[key] = (route, family)
+        return family
 
     def _server(self, route: Route) -> dict[str, AttributeValue]:
         """The upstream's address and port, per route (routes live as long as the app)."""
