@@ -86,19 +86,58 @@ class RoundCall(Protocol):
     def result(self) -> Any: ...
 
 
-# Lines a tool's output carries that change on every run whatever the command did: Codex's
-# shell output opens with a random `Chunk ID` and the `Wall time` the command took, so no two
-# of its results were ever equal. Compared without them (what is forwarded is unchanged); no
-# other number is masked, so a poll whose output counts something still differs.
+# What agents add to a tool's output that changes on every run whatever the command did (SPEC
+# §10), compared without it (what is forwarded is unchanged). Whole lines: Codex's shell output
+# opens with a random `Chunk ID` and the `Wall time` the command took, so no two of its results
+# were ever equal. A value after a label (the label is kept, the value compared as `#`):
+# - Copilot CLI numbers its shell sessions, `<shellId: 15 completed with exit code 0>`, then 16,
+#   17, ... (its loop of identical commands never looked like one);
+# - Codex, a command still running: `Process running with session ID 3` (a new one each run);
+# - qwen-code's `run_shell_command`: `Process Group PGID: 48213` (the process's id) and, after a
+#   long command, `Note: this foreground command ran for 12s.`;
+# - Claude Code's Bash in the background: `Command running in background with ID: bash_3`;
+# - pi's bash, output cut short: `Full output: /tmp/pi-bash-<random>.log]`.
+# No other number is masked, so a poll whose output counts something (or prints the time)
+# still differs; an agent's own wording is matched, never a bare number or a timestamp.
 _VOLATILE = re.compile(rb"^(?:Chunk ID: [0-9a-fA-F]+|Wall time: [0-9.]+ seconds)\r?$", re.M)
+_VOLATILE_VALUE = re.compile(
+    rb"(?P<label>\bshellId: |^Process running with session ID |^Process Group PGID: "
+    rb"|^Note: this foreground command ran for |\bCommand running in background with ID: "
+    rb"|\bFull output: )[^\s\]>]+",
+    re.M,
+)
+
+
+def _label(match: re.Match[bytes]) -> bytes:
+    return match.group("label") + b"#"
+
+
+def _comparable(text: str) -> bytes:
+    """A result's text without what changes on every run (see `_VOLATILE`)."""
+    data = text.encode("utf-8", "surrogatepass")
+    return _VOLATILE_VALUE.sub(_label, _VOLATILE.sub(b"", data))
+
+
+def _comparable_parts(content: list[Any]) -> list[Any]:
+    """A list of parts (Anthropic, Responses, Chat) with each text part's text compared as
+    `_comparable` says; other parts as they are."""
+    return [
+        {**part, "text": _comparable(part["text"]).decode("utf-8", "surrogatepass")}
+        if isinstance(part, dict) and isinstance(part.get("text"), str)
+        else part
+        for part in content
+    ]
 
 
 def result_digest(content: Any) -> str:
-    """A result's content, compared by digest: a string as its text (without the lines
-    `_VOLATILE` names), anything else as its canonical JSON (keys sorted)."""
+    """A result's content, compared by digest: a string as its text (without what
+    `_VOLATILE` and `_VOLATILE_VALUE` name), anything else as its canonical JSON (keys
+    sorted), its text parts compared the same way."""
     if isinstance(content, str):
-        data = _VOLATILE.sub(b"", content.encode("utf-8", "surrogatepass"))
+        data = _comparable(content)
     else:
+        if isinstance(content, list):
+            content = _comparable_parts(content)
         try:
             data = orjson.dumps(content, option=orjson.OPT_SORT_KEYS)
         except TypeError:  # content that is not JSON (an integer past 64 bits, say)
