@@ -40,7 +40,7 @@ from proxy.anthropic.texts import TextBlocks
 from proxy.anthropic.tools import ToolBlocks
 from proxy.anthropic.wire import at_index, encode, encode_raw
 from proxy.core.decide import ResponseIds
-from proxy.core.errors import CallBoundExceeded, ReplayLoopDetected, UpstreamStreamError
+from proxy.core.errors import CallBoundExceeded, ReplayLoopDetected
 from proxy.core.framing import Event, EventReader
 from proxy.core.guard import Replay
 from proxy.core.nonjson import NonJsonRule, read_object
@@ -104,7 +104,7 @@ class AnthropicStream:
         self.notes: list[Note] = self._output.notes  # one list: the exchange reads and clears it
         self.error: ReplayLoopDetected | None = None
         self.followup: RoundFollowup | None = None
-        self._non_json = NonJsonRule(self.notes)
+        self.non_json = NonJsonRule(self.notes)
 
     # -- feeding -------------------------------------------------------------------------------
 
@@ -153,7 +153,7 @@ class AnthropicStream:
     def _broken(self, exc: ReplayLoopDetected | CallBoundExceeded) -> None:
         """The breaker (SPEC §5), or a call past its bound (§6: `broken`): nothing more is sent."""
         if isinstance(exc, CallBoundExceeded):
-            self._non_json.broken = exc
+            self.non_json.broken = exc
         else:
             self.error = exc
         self.phase = StreamPhase.DONE
@@ -173,7 +173,7 @@ class AnthropicStream:
     def _not_json(self, data: bytes, other: tuple[bytes, ...]) -> None:
         """SPEC §4: a data line that is not a JSON object becomes a comment in its place, or
         ends the round inside an open call (the exchange then ends the client's stream)."""
-        comment = self._non_json.answer(data, other, self._call_open())
+        comment = self.non_json.answer(data, other, self._call_open())
         if comment is None:
             self.phase = StreamPhase.DONE  # `broken` says why; nothing more is read
         else:
@@ -188,14 +188,6 @@ class AnthropicStream:
             if isinstance(block, TextBlock) and block.scanner.in_call:
                 return True
         return False
-
-    @property
-    def non_json_events(self) -> int:
-        return self._non_json.count
-
-    @property
-    def broken(self) -> UpstreamStreamError | None:
-        return self._non_json.broken
 
     # -- message-level events ------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from proxy.chat.exchange import ChatGrammar
 from proxy.chat.history import translate_request
 from proxy.chat.stream import StreamPhase, StreamSanitizer
 from proxy.core.decide import ResponseIds
-from proxy.core.errors import ProxyError, ReplayLoopDetected, UpstreamStreamError
+from proxy.core.errors import ProxyError, ReplayLoopDetected
 from proxy.core.exchange import FollowupRecord, MessageAnswer, RoundExchange
 from proxy.core.families import request_family
 from proxy.core.guard import GuardState
@@ -125,9 +125,8 @@ class TranscodedRound:
         self.notes: list[Note] = chat.notes
         self.phase: object = chat.phase
         self.error: ReplayLoopDetected | None = None
-        self.broken: UpstreamStreamError | None = None
         self.followup: FollowupRecord | None = None
-        self.non_json_events = 0
+        self.non_json = chat.non_json  # the Chat core's own: its count and whether it broke
 
     def feed(self, data: bytes) -> list[bytes]:
         return self._client_bytes(self._chat.feed(data))
@@ -139,8 +138,6 @@ class TranscodedRound:
         chat = self._chat
         self.phase = chat.phase
         self.followup = chat.followup
-        self.non_json_events = chat.non_json_events
-        self.broken = chat.broken  # the exchange ends the client's stream (SPEC §4)
         if chat.error is not None:
             # Chat's core ends with its error event: the client's comes from stream_error.
             out = out[:-1]

@@ -32,7 +32,7 @@ from proxy.chat.choices import Choices
 from proxy.chat.continuation import Carry, Continuation, FollowupNeeded, RoundContent
 from proxy.chat.head import HeadGate, shows_nothing
 from proxy.core.decide import ResponseIds
-from proxy.core.errors import CallBoundExceeded, ReplayLoopDetected, UpstreamStreamError
+from proxy.core.errors import CallBoundExceeded, ReplayLoopDetected
 from proxy.core.jsontext import dumps
 from proxy.core.nonjson import NonJsonRule, read_object
 from proxy.core.notes import Note
@@ -108,7 +108,7 @@ class RoundEvents:
         self.notes: list[Note] = []
         self.followup: FollowupNeeded | None = None
         self.error: ReplayLoopDetected | None = None
-        self._non_json = NonJsonRule(self.notes)
+        self.non_json = NonJsonRule(self.notes)
         self.parsed_chunks = 0  # chunks the general path parsed (the rest left as they came)
         self.phase = _STREAMING  # changed by _go() only
         self._round = Continuation(carry)
@@ -133,16 +133,6 @@ class RoundEvents:
         self._shown = False
 
     @property
-    def non_json_events(self) -> int:
-        """Data lines that were not a JSON object, turned into comments (SPEC §4)."""
-        return self._non_json.count
-
-    @property
-    def broken(self) -> UpstreamStreamError | None:
-        """A line that was not JSON arrived while a call was open (SPEC §4)."""
-        return self._non_json.broken
-
-    @property
     def nothing_released(self) -> bool:
         """No byte of this response (any round) has been handed out: a trip now is a 422."""
         return not self._carry.released
@@ -155,7 +145,7 @@ class RoundEvents:
 
     def _trip(self, exc: ReplayLoopDetected | CallBoundExceeded, out: list[bytes]) -> None:
         if isinstance(exc, CallBoundExceeded):  # SPEC §6: broken, as by a line inside a call
-            self._non_json.broken = exc
+            self.non_json.broken = exc
             self._go(_BREAK)
             return
         self.error = exc
@@ -243,7 +233,7 @@ class RoundEvents:
         """SPEC §4: a data line that is not a JSON object becomes a comment in its place
         (showing nothing, it may wait with the head), or breaks the round inside an open
         call."""
-        comment = self._non_json.answer(data, other, self._choices.call_open())
+        comment = self.non_json.answer(data, other, self._choices.call_open())
         if comment is None:
             self._go(_BREAK)
             return

@@ -33,6 +33,7 @@ from proxy.core.events import ExchangeEvent, Forward, LoopDetected, OpenFollowup
 from proxy.core.guard import GuardState, Replay
 from proxy.core.jsontext import dumps
 from proxy.core.ledger import HistoryFacts
+from proxy.core.nonjson import NonJsonRule
 from proxy.core.notes import Note, RepeatNoted
 from proxy.core.rounds import TRANSITIONS, ExchangeClosed, ExchangePhase, RouteRules, moved
 
@@ -65,12 +66,10 @@ class RoundStream(Protocol):
         """Done with replays only: what the follow-up request repeats."""
 
     @property
-    def non_json_events(self) -> int: ...
-
-    @property
-    def broken(self) -> UpstreamStreamError | None:
-        """A line that is not JSON arrived inside an open tool call (SPEC §4): the round
-        cannot go on. The core has then left its streaming phase."""
+    def non_json(self) -> NonJsonRule:
+        """Its data lines that were not JSON (`count`), and `broken`: such a line inside an
+        open tool call, or a call past its bounds (SPEC §4, §6), so the round cannot go on
+        (the core has then left its streaming phase)."""
 
     def feed(self, data: bytes) -> list[bytes]: ...
 
@@ -254,7 +253,7 @@ class RoundExchange:
 
     def _stream_events(self, core: RoundStream, out: list[bytes]) -> list[ExchangeEvent]:
         self._take_notes(core.notes)
-        broken = core.broken
+        broken = core.non_json.broken
         if broken is not None:
             # SPEC §4: what came before the line goes first; the shell ends the stream.
             self._move(_FAILED)
@@ -357,7 +356,7 @@ class RoundExchange:
 
     def _non_json_now(self) -> int:
         core = self._stream
-        return self._non_json_before + (core.non_json_events if core is not None else 0)
+        return self._non_json_before + (core.non_json.count if core is not None else 0)
 
     def _check_receiving(self) -> None:
         if self.phase is not _RECEIVING:

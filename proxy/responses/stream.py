@@ -32,7 +32,7 @@ from enum import Enum, auto
 from typing import Any
 
 from proxy.core.decide import ResponseIds
-from proxy.core.errors import CallBoundExceeded, ReplayLoopDetected, UpstreamStreamError
+from proxy.core.errors import CallBoundExceeded, ReplayLoopDetected
 from proxy.core.framing import Event, EventReader
 from proxy.core.guard import Replay
 from proxy.core.nonjson import NonJsonRule, read_object
@@ -82,7 +82,7 @@ class ResponsesStream:
         self.notes: list[Note] = []
         self.followup: RoundFollowup | None = None
         self.error: ReplayLoopDetected | None = None
-        self._non_json = NonJsonRule(self.notes)
+        self.non_json = NonJsonRule(self.notes)
         self.phase = StreamPhase.STREAMING
         # OpenAI-style upstreams send `event:` + `data:` events, split without a step per line.
         self._reader = EventReader()
@@ -233,7 +233,7 @@ class ResponsesStream:
         """SPEC §4: a data line that is not a JSON object becomes a comment in its place (after
         the quiet events the head holds, with which it waits), or ends the round inside an
         open call (`broken`: the exchange ends the client's stream)."""
-        comment = self._non_json.answer(data, other, self._call_open())
+        comment = self.non_json.answer(data, other, self._call_open())
         if comment is None:
             self._go(StreamPhase.FAILED)
         elif self.carry.released:
@@ -249,18 +249,10 @@ class ResponsesStream:
         text_calls = self._items.text_calls
         return text_calls is not None and text_calls.in_call()
 
-    @property
-    def non_json_events(self) -> int:
-        return self._non_json.count
-
-    @property
-    def broken(self) -> UpstreamStreamError | None:
-        return self._non_json.broken
-
     def _broken(self, exc: ReplayLoopDetected | CallBoundExceeded) -> None:
         """The breaker (SPEC §5), or a call past its bound (§6: `broken`): nothing more is sent."""
         if isinstance(exc, CallBoundExceeded):
-            self._non_json.broken = exc
+            self.non_json.broken = exc
         else:
             self.error = exc
         self._go(StreamPhase.FAILED)

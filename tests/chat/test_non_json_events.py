@@ -98,7 +98,7 @@ def test_a_non_json_event_in_a_hot_read_becomes_a_comment_in_place(line: bytes, 
     # in place: between the two contents
     hi = sse(CONTENT, done=False)
     assert out.index(hi) < out.index(comment(line)) < out.rindex(hi)
-    assert core.non_json_events == 1 and non_json_notes(core) == 1
+    assert core.non_json.count == 1 and non_json_notes(core) == 1
 
 
 @pytest.mark.parametrize("line", NOT_JSON[:4])
@@ -108,7 +108,7 @@ def test_the_issue_s_read_keeps_both_bad_lines_as_comments(line: bytes) -> None:
     out = feed_reads(core, [body])
     assert_only_json_data(out)
     assert comment(b"{not json") + comment(line) in out
-    assert core.non_json_events == 2
+    assert core.non_json.count == 2
 
 
 @pytest.mark.parametrize("line", NOT_JSON[:6])
@@ -121,7 +121,7 @@ def test_a_non_json_event_after_a_refused_event_in_the_same_read(line: bytes) ->
     out = feed_reads(core, [body])
     assert_only_json_data(out)
     assert comment(line) in out
-    assert core.non_json_events == 1
+    assert core.non_json.count == 1
 
 
 @pytest.mark.parametrize("line", NOT_JSON[:6])
@@ -134,7 +134,7 @@ def test_a_non_json_event_split_over_reads_becomes_a_comment(line: bytes) -> Non
     out = feed_reads(core, [body[:cut], body[cut:]])
     assert_only_json_data(out)
     assert comment(line) in out
-    assert core.non_json_events == 1
+    assert core.non_json.count == 1
 
 
 def test_a_truncated_first_content_is_not_taken_from_its_bytes() -> None:
@@ -146,4 +146,4 @@ def test_a_truncated_first_content_is_not_taken_from_its_bytes() -> None:
     out = feed_reads(core, [body])
     assert_only_json_data(out)
     assert comment(cut) in out
-    assert core.non_json_events == 1
+    assert core.non_json.count == 1

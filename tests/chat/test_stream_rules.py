@@ -415,7 +415,7 @@ def test_non_json_data_lines_become_comments_in_place_and_are_counted() -> None:
     ]
     assert [e.raw for e in events[:3:2]] == [None, None]  # no data line left in them
     assert content_of(events) == "x"
-    assert result.core.non_json_events == 2
+    assert result.core.non_json.count == 2
     assert_well_formed(events)
 
 

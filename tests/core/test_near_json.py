@@ -318,8 +318,8 @@ def parsing_every_event() -> Iterator[None]:
 def chat_outcome(setup: str, reads: list[bytes]) -> tuple[Any, ...]:
     core = CHAT_SETUPS[setup]()
     out = feed_reads(core, reads)
-    broken = None if core.broken is None else str(core.broken)
-    return out, core.non_json_events, core.followup, core.error is None, broken
+    broken = None if core.non_json.broken is None else str(core.non_json.broken)
+    return out, core.non_json.count, core.followup, core.error is None, broken
 
 
 @fuzz(400)
@@ -374,8 +374,8 @@ def test_chat_near_json_split_at_every_byte(setup: str, events: list[Any]) -> No
     parsed = [e for e in events if not isinstance(e, bytes) or json_line_py(e)]
     # SPEC §4: a near-JSON line inside the held call's open arguments ends the round there
     # (it may have carried a fragment); anywhere else it is a comment, counted.
-    assert (reference.broken is not None) == (setup == "held call")
-    if reference.broken is None:
+    assert (reference.non_json.broken is not None) == (setup == "held call")
+    if reference.non_json.broken is None:
         assert reference.parsed_chunks == len(parsed) + 1  # and the finish
         assert expected[1] == len(events) - len(parsed)  # each near-JSON event counted
     else:

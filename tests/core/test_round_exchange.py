@@ -21,6 +21,7 @@ from proxy.core.events import Forward, LoopDetected, OpenFollowup, UpstreamBroke
 from proxy.core.exchange import FollowupRecord, MessageAnswer, RoundExchange
 from proxy.core.guard import GuardState, Replay
 from proxy.core.ledger import HistoryFacts
+from proxy.core.nonjson import NonJsonRule
 from proxy.core.notes import DeltaRepaired, Note
 from proxy.core.rounds import ExchangeClosed, RouteRules
 
@@ -47,8 +48,7 @@ class Stream:
         self.notes: list[Note] = []
         self.error: ReplayLoopDetected | None = None
         self.followup: Followup | None = None
-        self.non_json_events = 0
-        self.broken: UpstreamStreamError | None = None
+        self.non_json = NonJsonRule(self.notes)
 
     def feed(self, data: bytes) -> list[bytes]:
         if data == b"loop":
@@ -61,7 +61,7 @@ class Stream:
             self.phase = Phase.DONE
             return [b"last"]
         if data == b"broken":
-            self.broken, self.phase = BROKEN, Phase.DONE
+            self.non_json.broken, self.phase = BROKEN, Phase.DONE
             return [b"before-broken"]
         if data == b"replay":
             self.followup, self.phase = Followup(), Phase.DONE
@@ -69,7 +69,7 @@ class Stream:
         if data == b"note":
             self.notes.append(DeltaRepaired(kind="test"))
         if data == b"junk":
-            self.non_json_events += 1
+            self.non_json.count += 1
         return [data]
 
     def end(self) -> list[bytes]:

@@ -106,7 +106,7 @@ def check_stream(
         assert not done_at, "[DONE] sent in a stream that ended with an error"
     elif core.followup is not None:
         assert not done_at, "[DONE] sent in a round that hands over to a follow-up"
-    elif core.broken is not None:
+    elif core.non_json.broken is not None:
         # SPEC §4: a line that is not a JSON object inside an open call; the shell writes the
         # error event after what went out, never the call's finish.
         assert not done_at, "[DONE] sent in a round broken inside a call"
