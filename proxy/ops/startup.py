@@ -15,6 +15,7 @@ from proxy.bridge.codecs import bridges_from
 from proxy.config.load import Route, Settings
 from proxy.core.families import describe_family, route_profile
 from proxy.core.surfaces import describe_surfaces
+from proxy.ops.tracing import traces_line, tracing_asked
 
 PREFIX = "toolcall-proxy:"
 
@@ -97,6 +98,8 @@ def startup_lines(settings: Settings) -> list[str]:
     lines += [route_line(settings, route) for route in settings.routes]
     if settings.inspecting:
         lines.append(inspector_line(settings))
+    if tracing_asked():  # SPEC §12
+        lines.append(f"{PREFIX} {traces_line()}")
     return lines
 
 

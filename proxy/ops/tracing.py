@@ -17,6 +17,7 @@ bodies sent, which are read once, at the end.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from typing import Any, Protocol
@@ -77,6 +78,17 @@ def tracing_asked(environ: Mapping[str, str] = os.environ) -> bool:
     return exporters != "none"
 
 
+def traces_line(environ: Mapping[str, str] = os.environ) -> str:
+    """The start-up line of traces asked for: where they go, or why they are off."""
+    endpoint = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or (
+        environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").rstrip("/") + "/v1/traces"
+    )
+    if importlib.util.find_spec("opentelemetry.sdk") is None:
+        return "traces off: OTEL_EXPORTER_OTLP_ENDPOINT is set but the otel extra is not installed"
+    service = environ.get("OTEL_SERVICE_NAME") or "toolcall-proxy"
+    return f"traces to {endpoint} over OTLP/HTTP (service {service}; one span per request)"
+
+
 def tracer_from_environment(environ: Mapping[str, str] = os.environ) -> Tracer | None:
     """The tracer the environment asks for, or None (traces off: nothing is imported)."""
     if not tracing_asked(environ):
@@ -93,4 +105,4 @@ def tracer_from_environment(environ: Mapping[str, str] = os.environ) -> Tracer |
     return otlp_tracer()
 
 
-__all__ = ["Headers", "Send", "Tracer", "tracer_from_environment", "tracing_asked"]
+__all__ = ["Headers", "Send", "Tracer", "tracer_from_environment", "traces_line", "tracing_asked"]

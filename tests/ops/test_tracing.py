@@ -404,3 +404,16 @@ def test_the_answers_facts_in_every_surfaces_shape() -> None:
     )
     assert (whole.model, whole.finish_reasons) == ("claude", ("end_turn",))
     assert response_facts(_watched(b"not json"), stream=False).model is None
+
+
+def test_the_start_up_output_says_where_traces_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    from proxy.ops.startup import startup_lines
+
+    for name in [n for n in os.environ if n.startswith("OTEL_")]:
+        monkeypatch.delenv(name)
+    settings = Settings(routes=(Route(name="a", upstream="http://127.0.0.1:9/v1"),))
+    assert not any("traces" in line for line in startup_lines(settings))
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "gateway")
+    (line,) = [line for line in startup_lines(settings) if "traces" in line]
+    assert "traces to http://collector:4318/v1/traces over OTLP/HTTP (service gateway" in line
