@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable
 
 import httpx
-from httpx._decoders import SUPPORTED_DECODERS  # what httpx's Response can decode
 
 from proxy.core.errors import UpstreamStreamError
 from proxy.server.asgi import Send
 from proxy.upstream.client import UpstreamClient, map_upstream_errors
+from proxy.upstream.decoding import codings, refused
+from proxy.upstream.decoding import decoded as decoded_body
 from proxy.upstream.transport import InvalidStatus, ResponseBody
 
 Headers = list[tuple[bytes, bytes]]
@@ -99,20 +100,11 @@ class UpstreamResponse:
         return encoding is None or encoding == b"identity"
 
     def chunks(self, *, decoded: bool) -> AsyncIterable[bytes]:
-        """The body's source, failures unmapped (`iter_body` maps them). An encoding httpx
-        has no decoder for fails at the first read: httpx would hand on the bytes as they
-        came, which the proxy would then send on as if decoded."""
-        response = self._response
+        """The body's source, failures unmapped (`iter_body` maps them). `decoded` undoes a
+        content-encoding (`_decoding`); an identity body's source is the same either way."""
         if decoded and not self._identity():
-            unknown = _unknown_encoding(self.content_encoding() or b"")
-            if unknown is not None:
-                return _Failing(httpx.DecodingError(f"no decoder for content-encoding {unknown}"))
-            if response is None:  # httpx's decoders, on the transport's stream
-                assert self._stream is not None
-                response = self._response = httpx.Response(
-                    self.status_code, headers=self.headers, stream=self._stream.httpx_stream()
-                )
-            return response.aiter_bytes()
+            return self._decoding()
+        response = self._response
         if response is None:
             assert self._stream is not None
             return self._stream
@@ -124,6 +116,17 @@ class UpstreamResponse:
             return response.aiter_raw()  # let httpx raise what it raises
         response.is_stream_consumed = True
         return stream
+
+    def _decoding(self) -> AsyncIterable[bytes]:
+        """The body decoded a bounded piece at a time (proxy.upstream.decoding, SPEC §6). A
+        coding it has no decoder for fails at the first read: handing on the bytes as they
+        came, as httpx does, the proxy would send them on as if decoded."""
+        applied = codings(self.content_encoding() or b"")
+        why = refused(applied)
+        if why is not None:
+            return _Failing(httpx.DecodingError(why))
+        raw = self.chunks(decoded=False)
+        return decoded_body(raw, applied) if applied else raw
 
     async def aclose(self) -> None:
         """Release the connection (pooled when the body was read to its end)."""
@@ -140,15 +143,6 @@ class UpstreamResponse:
             stream.release()
             return True
         return False
-
-
-def _unknown_encoding(header: bytes) -> str | None:
-    """The first coding in a content-encoding header httpx cannot undo (it skips those)."""
-    for coding in header.decode("latin-1").split(","):
-        name = coding.strip().lower()
-        if name and name not in SUPPORTED_DECODERS:
-            return repr(name)
-    return None
 
 
 class _Failing:
