@@ -114,18 +114,19 @@ def test_a_correct_body_decodes_to_exactly_its_bytes_however_it_is_split(
         assert b"".join(decode(pieces, header)) == BODY, [len(piece) for piece in pieces]
 
 
-@pytest.mark.parametrize(("header", "packed"), ENCODED)
+# What httpx's own decoders undo: not zstd beside another coding (its zstd decoder then
+# fails, "cannot use a decompressobj multiple times"), which the proxy's decoder undoes.
+HTTPX_DECODES = [p for p in ENCODED if not (b"zstd" in p.values[0] and b"," in p.values[0])]
+
+
+@pytest.mark.parametrize(("header", "packed"), HTTPX_DECODES)
 def test_it_decodes_what_httpx_decodes(header: bytes, packed: bytes) -> None:
     """The codings httpx undid before, undone the same way (its decoders were the proxy's).
     httpx skips `x-gzip` (RFC 9110 §8.4.1.3: the same as gzip), which was then refused."""
     if b"x-gzip" in header:
         header = header.replace(b"x-gzip", b"gzip")
-    try:  # httpx decodes a body given whole as it makes the response
-        response = httpx.Response(
-            200, headers={"content-encoding": header.decode()}, content=packed
-        )
-    except httpx.DecodingError:  # its zstd decoder after another coding: "cannot use a
-        pytest.skip("httpx's own decoders fail on it")  # decompressobj multiple times"
+    # httpx decodes a body given whole as it makes the response
+    response = httpx.Response(200, headers={"content-encoding": header.decode()}, content=packed)
     assert response.content == BODY == b"".join(decode([packed], header))
 
 
