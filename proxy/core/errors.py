@@ -107,8 +107,11 @@ class CallBoundExceeded(UpstreamStreamError):
 # retry re-runs the loop's upstream rounds, so the message is written in a *shown form*: every
 # run of three or more digits is grouped in pairs from the right with a middle dot
 # (`functions.bash:5·00`), and every word of that vocabulary gets a middle dot after its first
-# letter (`check_t·imeout`). What is left holds no three digits in a row and none of the words.
+# letter (`check_t·imeout`). A control character becomes U+FFFD first: JSON writes it as
+# `\u00XX`, digits that the next ones would continue (`\x15` and `00` became `\u001500`). What
+# is left holds no three digits in a row and none of the words, in the message and in the body.
 SHOWN_SEPARATOR = "\u00b7"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _DIGIT_RUN = re.compile(r"[0-9]{3,}")
 _RETRY_WORDS = re.compile(
     r"overload|rate.?limit|rate increased|too.?many.?requests|unavailable|exhausted|capacity"
@@ -134,7 +137,8 @@ def _broken(match: re.Match[str]) -> str:
 
 def unretried(message: str) -> str:
     """A loop message in its shown form (see above): the same words, no retry trigger."""
-    return _DIGIT_RUN.sub(_grouped, _RETRY_WORDS.sub(_broken, message))
+    shown = _RETRY_WORDS.sub(_broken, _CONTROL.sub("\ufffd", message))
+    return _DIGIT_RUN.sub(_grouped, shown)
 
 
 # SPEC §5, §8: the `type` of the error event that ends a Chat Completions stream at a replay

@@ -12,6 +12,7 @@ holds, and every answered call by both forms of SPEC §5).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,20 @@ Fingerprint = tuple[str, str]
 # SPEC §5: which of the two ids a replay came back under.
 FORM_UPSTREAM = "upstream id"  # the id this request sent upstream for the answered call
 FORM_ISSUED = "issued id"  # the id the upstream first issued (kept, or a minted id's digest)
+FORM_RESTARTED = "restarted id"  # a renumbering client's call, by its place in its turn
+
+# A Kimi-style counter id, `functions.<name>:<n>` or `<name>:<n>`: what a counter that restarts
+# every response issues (n: the call's place among the response's calls), and what a client
+# that renumbers its history writes (Copilot CLI on a Kimi model: n counted over the
+# conversation). The proxy never hands such an id to a client (SPEC §2: never native), so a
+# client id of this shape in a history was written by the client itself.
+_COUNTER_ID = re.compile(r"(?:functions\.)?([^\s:]+):([0-9]{1,4})")
+
+
+def counter_id(raw_id: str) -> tuple[str, int] | None:
+    """(name, n) of a Kimi-style counter id; None for any other id."""
+    match = _COUNTER_ID.fullmatch(raw_id) if ":" in raw_id else None
+    return (match.group(1), int(match.group(2))) if match else None
 
 
 # Value objects: read-only by convention and hashed by value (unsafe_hash), not frozen: a
@@ -73,6 +88,11 @@ class HistoryFacts:
     # upstream issued it) -> {fingerprint: client id}; a minted one's raw-id digest -> same.
     issued_ids: Mapping[str, Mapping[Fingerprint, str]]
     issued_digests: Mapping[str, Mapping[Fingerprint, str]]
+    # The second form where the client renumbered its ids (a client id of `counter_id`'s shape
+    # naming the call's own tool): the id the upstream first issued is unknown, but a counter
+    # that restarts every response issued it as the call's place among its turn's calls.
+    # That place -> {fingerprint: client id} (docs/contract.md §5).
+    restarted: Mapping[int, Mapping[Fingerprint, str]]
     # SPEC §10: the run of identical rounds at the history's end that the route acts on
     # (None: shorter than a note's, exempt, or the guard off), and whether a further
     # identical call is answered by the proxy instead of forwarded.
@@ -93,6 +113,7 @@ class HistoryFacts:
         answered_client_ids: Mapping[str, str] | None = None,
         issued_ids: Mapping[str, Mapping[Fingerprint, str]] | None = None,
         issued_digests: Mapping[str, Mapping[Fingerprint, str]] | None = None,
+        restarted: Mapping[int, Mapping[Fingerprint, str]] | None = None,
         repeat: RepeatRun | None = None,
         repeat_block: bool = False,
     ) -> None:
@@ -106,6 +127,7 @@ class HistoryFacts:
         self.answered_client_ids = {} if answered_client_ids is None else answered_client_ids
         self.issued_ids = {} if issued_ids is None else issued_ids
         self.issued_digests = {} if issued_digests is None else issued_digests
+        self.restarted = {} if restarted is None else restarted
         self.repeat = repeat
         self.repeat_block = repeat_block
 
@@ -115,7 +137,15 @@ class HistoryFacts:
             raw_id in self.answered
             or raw_id in self.issued_ids
             or (bool(self.issued_digests) and raw_id_digest(raw_id) in self.issued_digests)
+            or (bool(self.restarted) and self._restarted(raw_id) is not None)
         )
+
+    def _restarted(self, raw_id: str) -> tuple[str, Mapping[Fingerprint, str]] | None:
+        """The tool a counter id names and the renumbered answered calls at its place."""
+        counter = counter_id(raw_id)
+        if counter is None or counter[1] not in self.restarted:
+            return None
+        return counter[0], self.restarted[counter[1]]
 
     def replay_of(self, raw_id: str, key: Fingerprint) -> ReplayMatch | None:
         """SPEC §5: the answered call this one replays, by either form of its raw id."""
@@ -127,6 +157,10 @@ class HistoryFacts:
         ):
             if issued is not None and key in issued:
                 return ReplayMatch(FORM_ISSUED, issued[key])
+        if self.restarted:
+            found = self._restarted(raw_id)
+            if found is not None and found[0] == key[0] and key in found[1]:
+                return ReplayMatch(FORM_RESTARTED, found[1][key])
         return None
 
 
@@ -182,6 +216,7 @@ class LedgerCall:
     answered: bool
     result: Any  # its result's content once told (SPEC §10 compares them), else UNANSWERED
     ordinal: int  # 0-based: its place among the history's calls (SPEC §11 pairs by it)
+    place: int  # 0-based: its place among its turn's calls (a restarted counter's number)
 
     # Written out (init=False), the defaults here only: mypyc compiles this one; the
     # one dataclasses generates would stay Python.
@@ -194,6 +229,7 @@ class LedgerCall:
         arguments: Any,
         answered: bool = False,
         ordinal: int = -1,
+        place: int = -1,
     ) -> None:
         self.turn = turn
         self.client_id = client_id
@@ -203,6 +239,7 @@ class LedgerCall:
         self.answered = answered
         self.result = UNANSWERED
         self.ordinal = ordinal
+        self.place = place
 
 
 class HistoryLedger:
@@ -229,7 +266,10 @@ class HistoryLedger:
             self.begin_turn()
         ordinal = len(self.calls)
         upstream_id = self._minter.mint(client_id, name, ordinal)
-        record = LedgerCall(self.turns, client_id, upstream_id, name, arguments, ordinal=ordinal)
+        place = len(self._by_turn[-1])
+        record = LedgerCall(
+            self.turns, client_id, upstream_id, name, arguments, ordinal=ordinal, place=place
+        )
         self.calls.append(record)
         self._by_turn[-1].append(record)
         return record
@@ -269,6 +309,17 @@ class HistoryLedger:
             return None  # most histories: too few turns since the user spoke
         return repeat_run(self._by_turn[self._turns_before_input :])
 
+    @staticmethod
+    def _renumbered(
+        record: LedgerCall, key: Fingerprint, restarted: dict[int, dict[Fingerprint, str]]
+    ) -> None:
+        """A call whose client id the client wrote in the Kimi form (its own tool's name), as a
+        restarted counter issued it: its place among its turn's calls (docs/contract.md §5)."""
+        counter = counter_id(record.client_id or "")
+        if counter is None or counter[0] != record.name:
+            return
+        restarted.setdefault(record.place, {}).setdefault(key, record.client_id or "")
+
     def facts(
         self,
         *,
@@ -291,6 +342,7 @@ class HistoryLedger:
         answered_client_ids: dict[str, str] = {}
         issued_ids: dict[str, dict[Fingerprint, str]] = {}
         issued_digests: dict[str, dict[Fingerprint, str]] = {}
+        restarted: dict[int, dict[Fingerprint, str]] = {}
         for record in self.calls:
             if not record.answered:
                 continue
@@ -303,6 +355,8 @@ class HistoryLedger:
                 digest = minted_digest(record.client_id)
                 issued = issued_ids if digest is None else issued_digests
                 issued.setdefault(digest or record.client_id, {}).setdefault(key, record.client_id)
+                if ":" in record.client_id:
+                    self._renumbered(record, key, restarted)
         return HistoryFacts(
             turn=1 + self.turns,
             client_ids=frozenset(c.client_id for c in self.calls if c.client_id is not None),
@@ -314,6 +368,7 @@ class HistoryLedger:
             answered_client_ids=answered_client_ids,
             issued_ids=issued_ids,
             issued_digests=issued_digests,
+            restarted=restarted,
             repeat=run,
             repeat_block=blocks(run, repeat_guard),
         )
@@ -321,11 +376,13 @@ class HistoryLedger:
 
 __all__ = [
     "FORM_ISSUED",
+    "FORM_RESTARTED",
     "FORM_UPSTREAM",
     "Fingerprint",
     "HistoryFacts",
     "HistoryLedger",
     "LedgerCall",
     "ReplayMatch",
+    "counter_id",
     "resolve_dialect",
 ]

@@ -260,6 +260,8 @@ def test_the_shown_form_names_the_tool_and_both_ids_readably() -> None:
         ("check_timeout", "check_t·imeout"),
         ("Rate-Limit 429", "R·ate-Limit 4·29"),
         ("service unavailable", "service u·navailable"),
+        # JSON writes a control character as `\u00XX`: its digits and the next ones made `500`
+        ("\x1500", "\ufffd00"),
     ],
 )
 def test_the_shown_form(text: str, shown: str) -> None:
