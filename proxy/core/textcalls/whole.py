@@ -120,6 +120,8 @@ FORMATS = tuple(form.name for form in _FORMS)
 OPENERS = frozenset("{[f`")
 _CHECK = either(*(form.check for form in _FORMS))
 _NON_SPACE = re.compile(r"\S")
+# Never fed: a message that opens no value (most of them) builds no tracker of its own.
+_NOT_YET = JsonExtent()
 _BRACKET = re.compile(r"[\[{]")
 
 # Only whitespace so far / its first characters checked / in a value / after one / between
@@ -152,7 +154,7 @@ class WholeMessage:
         self._opener = ""  # that character
         self._head = Head()
         self._form = _FORMS[0]
-        self._extent = JsonExtent()
+        self._extent = _NOT_YET  # its own once the value opens
         self._matched = 0  # characters of the form's suffix seen after the value
         self.examined = 0
         self.recovered = 0
