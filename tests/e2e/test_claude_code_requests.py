@@ -12,6 +12,7 @@ whose new `tool_use` ids are valid for Anthropic and not already in the conversa
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import orjson
 import pytest
 
 from proxy.simulator import SimulatorLog
+from tests.e2e.conftest import ProxyFactory
 from tests.servers import ServerThread
 
 FIXTURES = sorted(
@@ -53,16 +55,29 @@ def test_the_recordings_are_there() -> None:
     assert [path.name[:2] for path in FIXTURES] == ["01", "02", "03"]
 
 
+@pytest.fixture(scope="module")
+def generic_proxy(make_proxy: ProxyFactory) -> Iterator[ServerThread]:
+    """The family rules off (SPEC §11 `upstream_profile: generic`): only what every upstream
+    would refuse is repaired, and these requests need nothing."""
+    with make_proxy(upstream_profile="generic") as server:
+        yield server
+
+
+def _sent(proxy: ServerThread, fixture: dict[str, Any]) -> httpx.Response:
+    headers = fixture["headers"] | {"x-api-key": "sk-ant-test"}
+    with httpx.Client(timeout=30) as http:
+        return http.post(
+            proxy.url + fixture["path"], content=orjson.dumps(fixture["body"]), headers=headers
+        )
+
+
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
 def test_a_claude_code_request_reaches_a_kimi_upstream_as_sent(
-    proxy: ServerThread, log: SimulatorLog, path: Path
+    generic_proxy: ServerThread, log: SimulatorLog, path: Path
 ) -> None:
     fixture = orjson.loads(path.read_bytes())
     headers = fixture["headers"] | {"x-api-key": "sk-ant-test"}
-    with httpx.Client(timeout=30) as http:
-        response = http.post(
-            proxy.url + fixture["path"], content=orjson.dumps(fixture["body"]), headers=headers
-        )
+    response = _sent(generic_proxy, fixture)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/event-stream")
     assert log.requests[-1] == fixture["body"]
@@ -74,3 +89,28 @@ def test_a_claude_code_request_reaches_a_kimi_upstream_as_sent(
     assert ids, response.text  # the scripted model calls the first tool offered
     assert all(ANTHROPIC_ID.match(i) for i in ids), ids
     assert not set(ids) & _history_ids(fixture["body"]), ids
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
+def test_on_a_moonshot_family_route_only_the_tool_schemas_change(
+    proxy: ServerThread, log: SimulatorLog, path: Path
+) -> None:
+    """`upstream_profile: auto` takes a model named kimi for the moonshot family (SPEC §11):
+    Claude Code's tool schemas reach it in Moonshot's flavor, every property's name, type
+    and description kept; the rest of the request goes as it was sent."""
+    fixture = orjson.loads(path.read_bytes())
+    response = _sent(proxy, fixture)
+    assert response.status_code == 200, response.text
+    sent, got = fixture["body"], log.requests[-1]
+    assert {k: v for k, v in got.items() if k != "tools"} == {
+        k: v for k, v in sent.items() if k != "tools"
+    }
+    assert [t["name"] for t in got["tools"]] == [t["name"] for t in sent["tools"]]
+    assert got["tools"] != sent["tools"], "the schemas are rewritten for Moonshot"
+    for before, after in zip(sent["tools"], got["tools"], strict=True):
+        kept = after["input_schema"].get("properties", {})
+        for name, prop in before["input_schema"].get("properties", {}).items():
+            assert name in kept, (before["name"], name)
+            for key in ("type", "description"):
+                if key in prop:
+                    assert kept[name].get(key) == prop[key], (before["name"], name, key)
