@@ -11,6 +11,7 @@ reference; nothing is parsed until the end, and what is parsed is bounded.
 
 from __future__ import annotations
 
+import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -20,12 +21,14 @@ import orjson
 
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
-# How much of a stream's first and last bodies is read, and the largest whole body parsed.
-STREAM_BYTES = 64 * 1024
+# The largest whole body parsed, and how many lines from a stream's end are looked at.
 MESSAGE_BYTES = 4 * 1024 * 1024
+TAIL_LINES = 64
 TAIL_BODIES = 3
-# Lines worth parsing: those that may name a model, a finish or usage.
-_WORTH = (b'"model"', b'"usage"', b'"finish_reason"', b'"stop_reason"', b'"status"')
+# The lines at a stream's end worth parsing: those that may hold a finish or usage (a Chat
+# chunk still streaming says `"finish_reason":null`).
+_END_MARKS = re.compile(rb'"(?:usage|finish_reason|stop_reason|status)"')
+_NULL_FINISH = re.compile(rb'"finish_reason": ?null')
 
 
 class BodyWatch:
@@ -144,19 +147,37 @@ def response_facts(watch: BodyWatch, stream: bool) -> ResponseFacts:
         if body[:1] == b"{" and len(body) <= MESSAGE_BYTES:
             _parse_into(facts, body)
         return facts
-    _read_events(facts, watch.head[:STREAM_BYTES])
-    tail = b"".join(watch.tail)
-    if tail:  # a line cut by the bound is no `data:` line, or no JSON: it is skipped
-        _read_events(facts, tail[-STREAM_BYTES:])
+    _read_first(facts, watch.head)
+    _read_end(facts, b"".join(watch.tail) if watch.tail else watch.head)
     return facts
 
 
-def _read_events(facts: ResponseFacts, data: bytes) -> None:
-    for line in data.split(b"\n"):
-        if line.startswith(b"data:") and any(mark in line for mark in _WORTH):
-            payload = line[5:].strip()
-            if payload[:1] == b"{":
-                _parse_into(facts, payload)
+def _read_first(facts: ResponseFacts, data: bytes) -> None:
+    """The stream's first event that names a model (Chat's first chunk, Anthropic's
+    `message_start`, Responses' `response.created`): its model and id. One line is parsed,
+    however many events the first body holds."""
+    at = data.find(b'"model"')
+    if at >= 0:
+        end = data.find(b"\n", at)
+        line = data[data.rfind(b"\n", 0, at) + 1 : end if end >= 0 else len(data)]
+        if line.startswith(b"data:"):
+            _parse_into(facts, line[5:].strip())
+
+
+def _read_end(facts: ResponseFacts, data: bytes) -> None:
+    """The stream's last lines, from its end back to its finish (usage comes with it or
+    after it on every surface), at most `TAIL_LINES` lines (a line cut at the start of the
+    first body kept is no `data:` line, or no JSON: it is skipped). Where several choices
+    finish in separate chunks, the last chunk's reasons are those read."""
+    end = len(data)
+    for _ in range(TAIL_LINES):
+        if end <= 0 or facts.reasons:
+            return
+        start = data.rfind(b"\n", 0, end) + 1
+        line = data[start:end]
+        end = start - 1
+        if line.startswith(b"data:") and _END_MARKS.search(line) and not _NULL_FINISH.search(line):
+            _parse_into(facts, line[5:].strip())
 
 
 def _parse_into(facts: ResponseFacts, payload: bytes) -> None:
