@@ -13,6 +13,8 @@ configures it (the JSON request line at the default level, info), written to /de
     python -m bench.inprocess [KIND] --inspect on ...     with the inspector on (SPEC §12;
                                                           `content`: --inspect-content on too;
                                                           `watched`: a page open on its feed)
+    python -m bench.inprocess [KIND] --trace ...          with traces on (SPEC §12; spans batched
+                                                          and encoded as OTLP, not sent)
 
 KIND is nothing (a small non-streaming request), `--stream` (200 content deltas) or
 `--stream-toolcall` (200 content deltas, then a Kimi-style tool call whose id the proxy
@@ -122,7 +124,12 @@ def _request(
 
 
 async def _run(
-    kind: str, requests: int, profile: bool, floor: bool = False, inspect: str = "off"
+    kind: str,
+    requests: int,
+    profile: bool,
+    floor: bool = False,
+    inspect: str = "off",
+    trace: bool = False,
 ) -> float:
     port = free_port()
     upstream = asyncio.create_task(serve("127.0.0.1", port))
@@ -150,9 +157,32 @@ async def _run(
         app = create_app(settings)
         if inspect == "watched":  # a page open on the feed: every exchange summarized at its end
             cast(Any, app).inspector.subscribe()
+        if trace:
+            inner = cast(Any, app)
+            inner.tracer = inner.exchanges.report.tracer = _tracer()
         await _check(app, kind)
         one = _request(app, _body(kind))
         return await _measure(one, requests, profile, upstream)
+
+
+def _tracer() -> Any:
+    """Traces as `serve` sends them (the OTLP exporter's batch processor, on its thread), the
+    batches encoded as the OTLP/HTTP exporter encodes them and dropped: the proxy's and the
+    SDK's share, without a collector's."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    from proxy.ops.otel import OtelTracer
+
+    class Encoded(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            encode_spans(cast(list[ReadableSpan], spans)).SerializeToString()
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Encoded()))
+    return OtelTracer(provider)
 
 
 def _floor_request(port: int, body: bytes) -> Callable[[], Awaitable[None]]:
@@ -216,11 +246,14 @@ async def _check(app: Any, kind: str) -> None:
         raise RuntimeError(f"unexpected answer to the {KINDS[kind]}: {answer[-400:]!r}")
 
 
-def _instructions(kind: str, requests: int, floor: bool = False, inspect: str = "off") -> int:
+def _instructions(
+    kind: str, requests: int, floor: bool = False, inspect: str = "off", trace: bool = False
+) -> int:
     """Instructions per request: callgrind totals at N and 3N requests, differenced."""
     flags = [] if kind == "small" else ["--stream" if kind == "stream" else "--stream-toolcall"]
     flags += ["--floor"] if floor else []
     flags += ["--inspect", inspect]
+    flags += ["--trace"] if trace else []
     return per_unit(lambda n: ["bench.inprocess", "--requests", str(n), *flags], requests)
 
 
@@ -279,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
         default="off",
         help="the inspector (SPEC §12): off, on, on with content, or on with a page watching",
     )
+    parser.add_argument(
+        "--trace", action="store_true", help="traces on (SPEC §12): spans encoded, not sent"
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--profile", action="store_true", help="cProfile, top 30 by own time")
     mode.add_argument("--instructions", action="store_true", help="callgrind, per request")
@@ -286,11 +322,14 @@ def main(argv: list[str] | None = None) -> int:
     kind = kind_of(args)
     what = f"{KINDS[kind]}{' without the proxy (--floor)' if args.floor else ''}"
     what += f" (inspector {args.inspect})" if args.inspect != "off" else ""
+    what += " (traces on)" if args.trace else ""
     if args.instructions:
-        count = _instructions(kind, min(args.requests, 100), args.floor, args.inspect)
+        count = _instructions(kind, min(args.requests, 100), args.floor, args.inspect, args.trace)
         print(f"instructions per {what}: {count:,}")
         return 0
-    cpu_us = uvloop.run(_run(kind, args.requests, args.profile, args.floor, args.inspect))
+    cpu_us = uvloop.run(
+        _run(kind, args.requests, args.profile, args.floor, args.inspect, args.trace)
+    )
     print(f"CPU per {what}: {cpu_us:.0f} us (app, client, transport and upstream)")
     return 0
 
