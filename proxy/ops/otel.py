@@ -247,6 +247,10 @@ class OtelTracer:
     # -- the parts -----------------------------------------------------------------------------
 
     def _finish(self, trace: _Trace, log: RequestLog) -> None:
+        if not trace.span.is_recording():  # not sampled: nothing to read for it
+            trace.end_round()
+            trace.span.end()
+            return
         fields = log.fields
         status = fields.get("status")
         error = fields.get("error")

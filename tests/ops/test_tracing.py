@@ -417,3 +417,18 @@ def test_the_start_up_output_says_where_traces_go(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("OTEL_SERVICE_NAME", "gateway")
     (line,) = [line for line in startup_lines(settings) if "traces" in line]
     assert "traces to http://collector:4318/v1/traces over OTLP/HTTP (service gateway" in line
+
+
+def test_a_client_trace_not_sampled_is_continued_unrecorded(
+    traced: tuple[ServerThread, InMemorySpanExporter, HeaderRecorder],
+) -> None:
+    """The default sampler follows the client's decision: its trace goes on upstream, not
+    sampled, and nothing is recorded or exported."""
+    proxy, exporter, recorder = traced
+    body = {"model": "fast", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    headers = {"traceparent": TRACEPARENT[:-2] + "00"}
+    assert httpx.post(proxy.url + "/v1/chat/completions", json=body, headers=headers).is_success
+    wait_for(lambda: len(recorder.headers) == 1)
+    _, trace_id, _, flags = recorder.headers[0][b"traceparent"].decode().split("-")
+    assert trace_id == CLIENT_TRACE and int(flags, 16) & 1 == 0
+    assert exporter.get_finished_spans() == ()
