@@ -23,7 +23,7 @@ from typing import Any
 
 from proxy.core.families import EMPTY, NULL, FamilyRules
 from proxy.core.request_repair import RequestRepairs
-from proxy.core.schemas import FLAVORS, flavored, strict_compatible
+from proxy.core.schemas import flavored_declaration
 
 
 def family_messages(
@@ -149,7 +149,7 @@ def family_tools(
         fn = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(fn, dict):
             continue
-        sent = _function(fn, flavor)
+        sent = flavored_declaration(fn, flavor)
         if sent is fn:
             continue
         repairs.tool_schema(str(fn.get("name")))
@@ -157,17 +157,6 @@ def family_tools(
             new_tools = list(tools)
         new_tools[at] = {**tool, "function": sent}
     return body if new_tools is None else {**body, "tools": new_tools}
-
-
-def _function(fn: dict[str, Any], flavor: str) -> dict[str, Any]:
-    if flavor == "openai":
-        if fn.get("strict") is True and not strict_compatible(fn.get("parameters")):
-            return {key: value for key, value in fn.items() if key != "strict"}
-        return fn
-    if flavor not in FLAVORS:
-        return fn
-    schema = flavored(fn.get("parameters"), flavor)
-    return fn if schema is None else {**fn, "parameters": schema}
 
 
 __all__ = ["family_messages", "family_tools"]

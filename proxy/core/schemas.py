@@ -342,4 +342,28 @@ def _children(node: dict[str, Any]) -> list[Any]:
     return out
 
 
-__all__ = ["FLAVORS", "GEMINI_REFUSED", "flavored", "inferred_type", "strict_compatible"]
+def flavored_declaration(declaration: dict[str, Any], flavor: str) -> dict[str, Any]:
+    """A tool declaration with `parameters` (a Chat `function`, a Responses `function` tool)
+    as the family's flavor takes it: `strict` dropped where OpenAI's strict mode would refuse
+    the schema, the schema in Moonshot's, Gemini's or MiniMax's subset; `declaration` itself
+    where nothing changes."""
+    if flavor == "openai":
+        if declaration.get("strict") is True and not strict_compatible(
+            declaration.get("parameters")
+        ):
+            return {key: value for key, value in declaration.items() if key != "strict"}
+        return declaration
+    if flavor not in FLAVORS:
+        return declaration
+    schema = flavored(declaration.get("parameters"), flavor)
+    return declaration if schema is None else {**declaration, "parameters": schema}
+
+
+__all__ = [
+    "FLAVORS",
+    "GEMINI_REFUSED",
+    "flavored",
+    "flavored_declaration",
+    "inferred_type",
+    "strict_compatible",
+]

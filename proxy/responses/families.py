@@ -13,7 +13,7 @@ from typing import Any
 
 from proxy.core.families import FamilyRules
 from proxy.core.request_repair import RequestRepairs
-from proxy.core.schemas import FLAVORS, flavored, strict_compatible
+from proxy.core.schemas import flavored_declaration
 
 
 def family_items(items: list[Any], rules: FamilyRules, repairs: RequestRepairs) -> list[Any]:
@@ -45,7 +45,7 @@ def family_tools(
     for at, tool in enumerate(tools):
         if not isinstance(tool, dict) or tool.get("type") != "function":
             continue
-        sent = _tool(tool, flavor)
+        sent = flavored_declaration(tool, flavor)
         if sent is tool:
             continue
         repairs.tool_schema(str(tool.get("name")))
@@ -53,17 +53,6 @@ def family_tools(
             new_tools = list(tools)
         new_tools[at] = sent
     return body if new_tools is None else {**body, "tools": new_tools}
-
-
-def _tool(tool: dict[str, Any], flavor: str) -> dict[str, Any]:
-    if flavor == "openai":
-        if tool.get("strict") is True and not strict_compatible(tool.get("parameters")):
-            return {key: value for key, value in tool.items() if key != "strict"}
-        return tool
-    if flavor not in FLAVORS:
-        return tool
-    schema = flavored(tool.get("parameters"), flavor)
-    return tool if schema is None else {**tool, "parameters": schema}
 
 
 __all__ = ["family_items", "family_tools"]
