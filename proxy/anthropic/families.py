@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.core.families import FamilyRules
-from proxy.core.request_repair import RequestRepairs
+from proxy.core.request_repair import RequestRepairs, with_tools
 from proxy.core.schemas import FLAVORS, flavored
 
 # Blocks only Anthropic reads, inside a tool_result, as the words a text block carries.
@@ -70,21 +70,15 @@ def family_tools(
 ) -> dict[str, Any]:
     """`body` with each client tool's `input_schema` in the family's flavor."""
     flavor = rules.family.schema
-    tools = body.get("tools")
-    if flavor not in FLAVORS or not isinstance(tools, list):
+    if flavor not in FLAVORS:
         return body
-    new_tools: list[Any] | None = None
-    for at, tool in enumerate(tools):
-        if not isinstance(tool, dict) or tool.get("type") not in (None, "custom"):
-            continue
-        schema = flavored(tool.get("input_schema"), flavor)
-        if schema is None:
-            continue
-        repairs.tool_schema(str(tool.get("name")))
-        if new_tools is None:
-            new_tools = list(tools)
-        new_tools[at] = {**tool, "input_schema": schema}
-    return body if new_tools is None else {**body, "tools": new_tools}
+
+    def flavored_tool(tool: dict[str, Any]) -> dict[str, Any] | None:
+        client_tool = tool.get("type") in (None, "custom")
+        schema = flavored(tool.get("input_schema"), flavor) if client_tool else None
+        return None if schema is None else {**tool, "input_schema": schema}
+
+    return with_tools(body, repairs, flavored_tool)
 
 
 __all__ = ["family_messages", "family_tools"]

@@ -38,6 +38,7 @@ from proxy.core.request_repair import (
     object_schema,
     parseable_arguments,
     text_with_mark,
+    with_tools,
 )
 
 # (message position, block position) of a tool_use or tool_result block
@@ -363,18 +364,10 @@ def _with_tool_schemas(body: dict[str, Any], repairs: RequestRepairs) -> dict[st
     """SPEC §11: a client tool without `input_schema`, or with an empty one, gets an empty
     object schema (server tools, which have a `type` of their own, have none); `body`
     itself when none needs it."""
-    tools = body.get("tools")
-    if not isinstance(tools, list):
-        return body
-    new_tools: list[Any] | None = None
-    for at, tool in enumerate(tools):
-        if not isinstance(tool, dict) or tool.get("type") not in (None, "custom"):
-            continue
-        schema = object_schema(tool.get("input_schema"))
-        if schema is None:
-            continue
-        repairs.tool_schema(str(tool.get("name")))
-        if new_tools is None:
-            new_tools = list(tools)
-        new_tools[at] = {**tool, "input_schema": schema}
-    return body if new_tools is None else {**body, "tools": new_tools}
+    return with_tools(body, repairs, _with_empty_schema)
+
+
+def _with_empty_schema(tool: dict[str, Any]) -> dict[str, Any] | None:
+    client_tool = tool.get("type") in (None, "custom")
+    schema = object_schema(tool.get("input_schema")) if client_tool else None
+    return None if schema is None else {**tool, "input_schema": schema}

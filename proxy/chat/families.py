@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.core.families import EMPTY, NULL, FamilyRules
-from proxy.core.request_repair import RequestRepairs
+from proxy.core.request_repair import RequestRepairs, with_tools
 from proxy.core.schemas import flavored_declaration
 
 
@@ -141,22 +141,17 @@ def family_tools(
     """`body` with each function tool's schema in the family's flavor; `body` itself when
     none changes."""
     flavor = rules.family.schema
-    tools = body.get("tools")
-    if not flavor or not isinstance(tools, list):
+    if not flavor:
         return body
-    new_tools: list[Any] | None = None
-    for at, tool in enumerate(tools):
-        fn = tool.get("function") if isinstance(tool, dict) else None
+
+    def flavored_tool(tool: dict[str, Any]) -> dict[str, Any] | None:
+        fn = tool.get("function")
         if not isinstance(fn, dict):
-            continue
+            return None
         sent = flavored_declaration(fn, flavor)
-        if sent is fn:
-            continue
-        repairs.tool_schema(str(fn.get("name")))
-        if new_tools is None:
-            new_tools = list(tools)
-        new_tools[at] = {**tool, "function": sent}
-    return body if new_tools is None else {**body, "tools": new_tools}
+        return None if sent is fn else {**tool, "function": sent}
+
+    return with_tools(body, repairs, flavored_tool, "function")
 
 
 __all__ = ["family_messages", "family_tools"]

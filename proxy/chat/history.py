@@ -57,6 +57,7 @@ from proxy.core.request_repair import (
     parseable_arguments,
     plan_pairing,
     text_with_mark,
+    with_tools,
 )
 
 
@@ -263,22 +264,15 @@ def _marked_result(
 def _with_tool_schemas(body: dict[str, Any], repairs: RequestRepairs) -> dict[str, Any]:
     """SPEC §11: a function tool without parameters, or with empty ones, gets an empty object
     schema; `body` itself when none needs it."""
-    tools = body.get("tools")
-    if not isinstance(tools, list):
-        return body
-    new_tools: list[Any] | None = None
-    for at, tool in enumerate(tools):
-        fn = tool.get("function") if isinstance(tool, dict) else None
-        if not isinstance(fn, dict):
-            continue
-        schema = object_schema(fn.get("parameters"))
-        if schema is None:
-            continue
-        repairs.tool_schema(str(fn.get("name")))
-        if new_tools is None:
-            new_tools = list(tools)
-        new_tools[at] = {**tool, "function": {**fn, "parameters": schema}}
-    return body if new_tools is None else {**body, "tools": new_tools}
+    return with_tools(body, repairs, _with_empty_schema, "function")
+
+
+def _with_empty_schema(tool: dict[str, Any]) -> dict[str, Any] | None:
+    fn = tool.get("function")
+    if not isinstance(fn, dict):
+        return None
+    schema = object_schema(fn.get("parameters"))
+    return None if schema is None else {**tool, "function": {**fn, "parameters": schema}}
 
 
 class _MessageRewrite:

@@ -29,7 +29,7 @@ had none takes its synthetic result's place: the one exception).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -377,6 +377,31 @@ def object_schema(schema: object) -> dict[str, Any] | None:
     return None
 
 
+def with_tools(
+    body: dict[str, Any],
+    repairs: RequestRepairs,
+    replace: Callable[[dict[str, Any]], dict[str, Any] | None],
+    named_in: str | None = None,
+) -> dict[str, Any]:
+    """`body` with each tool declaration that `replace` gives another for replaced, each
+    noted as a `tool_schema` repair under the tool's name (read from its `named_in` object,
+    Chat's `function`, or from the tool itself); `body` itself, not a copy, when none
+    changes, so a request that needs nothing still goes byte for byte."""
+    tools = body.get("tools")
+    if not isinstance(tools, list):
+        return body
+    new_tools: list[Any] | None = None
+    for at, tool in enumerate(tools):
+        sent = replace(tool) if isinstance(tool, dict) else None
+        if sent is None:
+            continue
+        repairs.tool_schema(str((tool[named_in] if named_in else tool).get("name")))
+        if new_tools is None:
+            new_tools = list(tools)
+        new_tools[at] = sent
+    return body if new_tools is None else {**body, "tools": new_tools}
+
+
 __all__ = [
     "DUPLICATE",
     "FIRST",
@@ -398,4 +423,5 @@ __all__ = [
     "parseable_arguments",
     "plan_pairing",
     "text_with_mark",
+    "with_tools",
 ]

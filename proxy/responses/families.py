@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.core.families import FamilyRules
-from proxy.core.request_repair import RequestRepairs
+from proxy.core.request_repair import RequestRepairs, with_tools
 from proxy.core.schemas import flavored_declaration
 
 
@@ -38,21 +38,16 @@ def family_tools(
 ) -> dict[str, Any]:
     """`body` with each function tool's `parameters` in the family's flavor."""
     flavor = rules.family.schema
-    tools = body.get("tools")
-    if not flavor or not isinstance(tools, list):
+    if not flavor:
         return body
-    new_tools: list[Any] | None = None
-    for at, tool in enumerate(tools):
-        if not isinstance(tool, dict) or tool.get("type") != "function":
-            continue
+
+    def flavored_tool(tool: dict[str, Any]) -> dict[str, Any] | None:
+        if tool.get("type") != "function":
+            return None
         sent = flavored_declaration(tool, flavor)
-        if sent is tool:
-            continue
-        repairs.tool_schema(str(tool.get("name")))
-        if new_tools is None:
-            new_tools = list(tools)
-        new_tools[at] = sent
-    return body if new_tools is None else {**body, "tools": new_tools}
+        return None if sent is tool else sent
+
+    return with_tools(body, repairs, flavored_tool)
 
 
 __all__ = ["family_items", "family_tools"]

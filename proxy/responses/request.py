@@ -46,6 +46,7 @@ from proxy.core.request_repair import (
     parseable_arguments,
     plan_pairing,
     text_with_mark,
+    with_tools,
 )
 from proxy.responses.families import family_items, family_tools
 from proxy.responses.ids import decode_call_id
@@ -247,21 +248,12 @@ def _marked_output(
 def _with_tool_schemas(body: dict[str, Any], repairs: RequestRepairs) -> dict[str, Any]:
     """SPEC §11: a function tool without parameters, or with empty ones, gets an empty object
     schema; `body` itself when none needs it."""
-    tools = body.get("tools")
-    if not isinstance(tools, list):
-        return body
-    new_tools: list[Any] | None = None
-    for at, tool in enumerate(tools):
-        if not isinstance(tool, dict) or tool.get("type") != "function":
-            continue
-        schema = object_schema(tool.get("parameters"))
-        if schema is None:
-            continue
-        repairs.tool_schema(str(tool.get("name")))
-        if new_tools is None:
-            new_tools = list(tools)
-        new_tools[at] = {**tool, "parameters": schema}
-    return body if new_tools is None else {**body, "tools": new_tools}
+    return with_tools(body, repairs, _with_empty_schema)
+
+
+def _with_empty_schema(tool: dict[str, Any]) -> dict[str, Any] | None:
+    schema = object_schema(tool.get("parameters")) if tool.get("type") == "function" else None
+    return None if schema is None else {**tool, "parameters": schema}
 
 
 def _with_repeat_note(items: list[Any], last_output: int, facts: HistoryFacts) -> list[Any]:
